@@ -1,0 +1,72 @@
+#pragma once
+// Walking strided operands on the CPU, and calling a template with the C++ type of a DType.
+#include <array>
+#include <cstdint>
+#include <type_traits>
+
+#include "autograd/backend.h"
+#include "autograd/errors.h"
+
+namespace stepformer::cpu {
+
+// Below this many elements a loop runs on one thread: starting a parallel region costs more.
+inline constexpr std::int64_t kParallelGrain = 1 << 15;
+
+template <class T>
+T* ptr(const TensorDesc& d) {
+  return static_cast<T*>(d.data);
+}
+
+// Calls f(T{}) with T the element type of `dtype`.
+template <class F>
+decltype(auto) dispatch_all(DType dtype, F&& f) {
+  switch (dtype) {
+    case DType::float32: return f(float{});
+    case DType::float64: return f(double{});
+    case DType::int64: return f(std::int64_t{});
+    case DType::boolean: return f(bool{});
+  }
+  throw DTypeError("cpu backend: unknown dtype");
+}
+
+template <class F>
+decltype(auto) dispatch_floating(DType dtype, const char* kernel, F&& f) {
+  switch (dtype) {
+    case DType::float32: return f(float{});
+    case DType::float64: return f(double{});
+    default: throw DTypeError(std::string("cpu backend: ") + kernel + " needs float32 or float64");
+  }
+}
+
+// Visits every element of K operands that share shape(d[0]). The last dim is the inner loop:
+// body(offsets, inner_strides, inner_count) handles one row, offsets in elements per operand.
+// Rows are spread over OpenMP threads when the tensor is large.
+template <std::size_t K, class Body>
+void for_each_row(const std::array<const TensorDesc*, K>& d, Body&& body) {
+  const TensorDesc& s = *d[0];
+  const std::int64_t n = s.numel();
+  if (n == 0) return;
+  if (s.ndim == 0) {
+    std::array<std::int64_t, K> zero{}, unit{};
+    body(zero, unit, std::int64_t{1});
+    return;
+  }
+  const int last = s.ndim - 1;
+  const std::int64_t inner = s.shape[last];
+  const std::int64_t outer = n / inner;
+  std::array<std::int64_t, K> step{};
+  for (std::size_t k = 0; k < K; ++k) step[k] = d[k]->strides[last];
+#pragma omp parallel for schedule(static) if (n >= kParallelGrain)
+  for (std::int64_t row = 0; row < outer; ++row) {
+    std::array<std::int64_t, K> base{};
+    std::int64_t r = row;
+    for (int dim = last - 1; dim >= 0; --dim) {
+      const std::int64_t i = r % s.shape[dim];
+      r /= s.shape[dim];
+      for (std::size_t k = 0; k < K; ++k) base[k] += i * d[k]->strides[dim];
+    }
+    body(base, step, inner);
+  }
+}
+
+}  // namespace stepformer::cpu

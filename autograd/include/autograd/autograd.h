@@ -1,0 +1,15 @@
+#pragma once
+// Everything a user of the engine needs, in one include.
+#include "autograd/backend.h"
+#include "autograd/device.h"
+#include "autograd/dtype.h"
+#include "autograd/errors.h"
+#include "autograd/grad_mode.h"
+#include "autograd/gradcheck.h"
+#include "autograd/graphviz.h"
+#include "autograd/node.h"
+#include "autograd/op_table.h"
+#include "autograd/ops.h"
+#include "autograd/random.h"
+#include "autograd/shape.h"
+#include "autograd/tensor.h"

@@ -1,0 +1,136 @@
+#pragma once
+// The Backend interface: the small set of kernels a device provides. This is the seam between the
+// autograd engine (above) and the memory of one device (below).
+//
+// A backend sees device pointers, shapes and strides (a TensorDesc), never a Tensor, a graph or a
+// gradient. Ops in autograd/src/ops never touch element memory themselves; they call these kernels.
+// Pointers may be device-resident (cuda): only the backend that allocated them may dereference them.
+//
+// Conventions for every kernel:
+// - Strides are in elements; a stride of 0 repeats an element (how broadcasting reaches a kernel).
+// - `out` never aliases an input unless a kernel says it may, and is written, not accumulated into,
+//   unless it says so.
+// - Kernels that take rows (softmax, layer_norm, cross-entropy, gather) want contiguous operands;
+//   the op makes them contiguous first.
+#include <cstddef>
+#include <cstdint>
+
+#include "autograd/device.h"
+#include "autograd/dtype.h"
+
+namespace stepformer {
+
+inline constexpr int kMaxDims = 8;
+
+// A strided view of device memory: data points at the view's first element (offset already applied).
+struct TensorDesc {
+  void* data = nullptr;
+  DType dtype = DType::float32;
+  int ndim = 0;
+  std::int64_t shape[kMaxDims] = {};
+  std::int64_t strides[kMaxDims] = {};
+
+  std::int64_t numel() const {
+    std::int64_t n = 1;
+    for (int d = 0; d < ndim; ++d) n *= shape[d];
+    return n;
+  }
+};
+
+// Elementwise functions of one operand. `alpha` is the exponent of pow and the factor of scale.
+// `copy` also converts between dtypes (out.dtype may differ from in.dtype).
+enum class UnaryOp : std::uint8_t { copy, neg, exp, log, sqrt, rsqrt, tanh, relu, gelu, pow, scale, logical_not };
+
+// Elementwise functions of two operands (broadcast by stride 0). The comparisons write booleans;
+// relu_backward(g, x) = g * (x > 0); gelu_backward(g, x) = g * gelu'(x); tanh_backward(g, y) = g*(1-y^2).
+enum class BinaryOp : std::uint8_t { add, sub, mul, div, eq, ne, lt, gt, relu_backward, gelu_backward, tanh_backward };
+
+// Reductions: `out` has the input's ndim with size 1 in every reduced dimension.
+enum class ReduceOp : std::uint8_t { sum, max };
+
+// Random fills from the counter-based generator (autograd/random.h): element i of the fill depends only
+// on (seed, offset, i), so the result is the same for any thread count and on every device.
+// uniform: U[a, b); normal: N(a, b^2); dropout: 0 with probability a, else 1/(1-a). `out` is contiguous.
+enum class Distribution : std::uint8_t { uniform, normal, dropout };
+
+struct AdamConfig {
+  double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.0;
+  bool decoupled = false;  // AdamW (Loshchilov & Hutter): decay the weights, not the gradient
+  std::int64_t step = 1;   // 1-based, for bias correction
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual Device device() const = 0;
+
+  // --- memory -------------------------------------------------------------------------------------
+  virtual void* allocate(std::size_t bytes) = 0;  // throws ResourceError when it cannot
+  virtual void deallocate(void* ptr, std::size_t bytes) = 0;
+  virtual void copy_from_host(void* dst, const void* host_src, std::size_t bytes) = 0;
+  virtual void copy_to_host(void* host_dst, const void* src, std::size_t bytes) = 0;
+  virtual std::size_t bytes_in_use() const = 0;  // live allocations, for leak tests
+
+  // --- elementwise --------------------------------------------------------------------------------
+  virtual void fill(const TensorDesc& out, double value) = 0;
+  virtual void unary(UnaryOp op, const TensorDesc& out, const TensorDesc& in, double alpha) = 0;
+  virtual void binary(BinaryOp op, const TensorDesc& out, const TensorDesc& a, const TensorDesc& b) = 0;
+  // out = cond ? a : b (cond is boolean).
+  virtual void where(const TensorDesc& out, const TensorDesc& cond, const TensorDesc& a, const TensorDesc& b) = 0;
+  // out += in * alpha (same shape; out may be any strided view). Gradient accumulation and optimizers.
+  virtual void accumulate(const TensorDesc& out, const TensorDesc& in, double alpha) = 0;
+
+  // --- reductions ---------------------------------------------------------------------------------
+  virtual void reduce(ReduceOp op, const TensorDesc& out, const TensorDesc& in) = 0;
+
+  // --- matrix multiply ----------------------------------------------------------------------------
+  // c[..., M, N] = alpha * a[..., M, K] @ b[..., K, N] + beta * c. All three have the same ndim and
+  // batch sizes (a broadcast batch dim has stride 0 in a or b); any strides, so a transposed operand
+  // is a stride swap, never a copy. c's batch strides are never 0.
+  virtual void gemm(const TensorDesc& c, const TensorDesc& a, const TensorDesc& b, double alpha, double beta) = 0;
+
+  // --- rows (contiguous, last dim is the row) -----------------------------------------------------
+  virtual void softmax_forward(const TensorDesc& out, const TensorDesc& in, bool log) = 0;
+  // grad_in from grad_out and the forward's output.
+  virtual void softmax_backward(const TensorDesc& grad_in, const TensorDesc& grad_out, const TensorDesc& out,
+                                bool log) = 0;
+  // y = (x - mean) * rstd * gamma + beta over each row; saves mean and rstd ([rows]).
+  // gamma and beta may be null (data == nullptr): no affine transform.
+  virtual void layer_norm_forward(const TensorDesc& y, const TensorDesc& mean, const TensorDesc& rstd,
+                                  const TensorDesc& x, const TensorDesc& gamma, const TensorDesc& beta, double eps) = 0;
+  // dx is written; dgamma and dbeta (may be null) are written, not accumulated.
+  virtual void layer_norm_backward(const TensorDesc& dx, const TensorDesc& dgamma, const TensorDesc& dbeta,
+                                   const TensorDesc& dy, const TensorDesc& x, const TensorDesc& mean,
+                                   const TensorDesc& rstd, const TensorDesc& gamma) = 0;
+
+  // --- indexing -----------------------------------------------------------------------------------
+  // out[i, :] = table[ids[i], :]. Returns the position of the first id outside [0, V), or -1.
+  virtual std::int64_t gather_rows(const TensorDesc& out, const TensorDesc& table, const TensorDesc& ids) = 0;
+  // table_grad[ids[i], :] += grad[i, :] for every i with ids[i] != skip_id (repeated ids accumulate).
+  virtual void scatter_add_rows(const TensorDesc& table_grad, const TensorDesc& grad, const TensorDesc& ids,
+                                std::int64_t skip_id) = 0;
+
+  // --- fused cross-entropy (log-softmax + NLL with label smoothing) --------------------------------
+  // loss[i] = -(1-s) log p[i, t_i] - s/C sum_c log p[i, c]; 0 where t_i == ignore_index.
+  // Returns the position of the first target outside [0, C) (and not ignore_index), or -1.
+  virtual std::int64_t cross_entropy_forward(const TensorDesc& loss, const TensorDesc& logits,
+                                             const TensorDesc& targets, std::int64_t ignore_index,
+                                             double smoothing) = 0;
+  // dlogits[i, :] = grad_loss[i] * (softmax(logits[i]) - (1-s) onehot(t_i) - s/C); 0 for ignored rows.
+  virtual void cross_entropy_backward(const TensorDesc& dlogits, const TensorDesc& logits, const TensorDesc& targets,
+                                      const TensorDesc& grad_loss, std::int64_t ignore_index, double smoothing) = 0;
+
+  // --- random and optimizers ----------------------------------------------------------------------
+  virtual void random_fill(const TensorDesc& out, Distribution dist, double a, double b, std::uint64_t seed,
+                           std::uint64_t offset) = 0;
+  // One Adam/AdamW step on contiguous param, grad, m, v (all the same numel), in place.
+  virtual void adam_update(const TensorDesc& param, const TensorDesc& grad, const TensorDesc& m, const TensorDesc& v,
+                           const AdamConfig& cfg) = 0;
+};
+
+// The backend of a device; throws DeviceError when that device is not built into this library.
+Backend& backend_for(Device device);
+// Called once by each backend's registration; `cpu` is always registered.
+void register_backend(Device device, Backend* backend);
+
+}  // namespace stepformer

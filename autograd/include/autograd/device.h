@@ -1,0 +1,36 @@
+#pragma once
+// Where a tensor's memory lives. `cpu` is always built; `cuda` (a real GPU) and `cuda_sim` (the same
+// CUDA kernels run on the CPU by autograd/cudasim) are registered by their backends when built.
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace stepformer {
+
+enum class DeviceType : std::uint8_t { cpu, cuda, cuda_sim };
+
+struct Device {
+  DeviceType type = DeviceType::cpu;
+  int index = 0;
+
+  friend bool operator==(const Device&, const Device&) = default;
+};
+
+inline constexpr Device kCPU{DeviceType::cpu, 0};
+
+constexpr std::string_view device_type_name(DeviceType t) {
+  switch (t) {
+    case DeviceType::cpu: return "cpu";
+    case DeviceType::cuda: return "cuda";
+    case DeviceType::cuda_sim: return "cuda-sim";
+  }
+  return "?";
+}
+
+inline std::string device_name(Device d) {
+  std::string name(device_type_name(d.type));
+  if (d.type != DeviceType::cpu) name += ":" + std::to_string(d.index);
+  return name;
+}
+
+}  // namespace stepformer

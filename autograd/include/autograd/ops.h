@@ -1,0 +1,120 @@
+#pragma once
+// Every op on tensors, as free functions (the table of differentiable ones is op_table.h).
+// Binary ops broadcast by NumPy/PyTorch rules; both operands must share dtype and device.
+// Dims may be negative (-1 is the last). Errors are typed (errors.h) and name the op and shapes.
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "autograd/random.h"
+#include "autograd/tensor.h"
+
+namespace stepformer {
+
+// --- elementwise (ops/elementwise.cpp) ---------------------------------------------------------------
+Tensor add(const Tensor& a, const Tensor& b);
+Tensor sub(const Tensor& a, const Tensor& b);
+Tensor mul(const Tensor& a, const Tensor& b);
+Tensor div(const Tensor& a, const Tensor& b);
+Tensor neg(const Tensor& a);
+Tensor pow(const Tensor& a, double exponent);
+Tensor exp(const Tensor& a);
+Tensor log(const Tensor& a);
+Tensor sqrt(const Tensor& a);
+Tensor rsqrt(const Tensor& a);
+Tensor tanh(const Tensor& a);
+Tensor relu(const Tensor& a);
+Tensor gelu(const Tensor& a);  // exact: x * Phi(x), PyTorch's default (approximate='none')
+// Comparisons: boolean results, never differentiable.
+Tensor eq(const Tensor& a, const Tensor& b);
+Tensor ne(const Tensor& a, const Tensor& b);
+Tensor lt(const Tensor& a, const Tensor& b);
+Tensor gt(const Tensor& a, const Tensor& b);
+Tensor logical_not(const Tensor& mask);
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);  // cond ? a : b, all broadcast
+// x with `value` wherever mask is true (mask broadcasts to x). Not in place: use the result.
+Tensor masked_fill(const Tensor& x, const Tensor& mask, double value);
+
+// A scalar operand becomes a 0-dim tensor of the other operand's dtype and device.
+Tensor operator+(const Tensor& a, const Tensor& b);
+Tensor operator-(const Tensor& a, const Tensor& b);
+Tensor operator*(const Tensor& a, const Tensor& b);
+Tensor operator/(const Tensor& a, const Tensor& b);
+Tensor operator-(const Tensor& a);
+Tensor operator+(const Tensor& a, double b);
+Tensor operator-(const Tensor& a, double b);
+Tensor operator*(const Tensor& a, double b);
+Tensor operator/(const Tensor& a, double b);
+Tensor operator+(double a, const Tensor& b);
+Tensor operator-(double a, const Tensor& b);
+Tensor operator*(double a, const Tensor& b);
+Tensor operator/(double a, const Tensor& b);
+
+// --- reductions (ops/reduce.cpp) ---------------------------------------------------------------------
+// Over `dims` (all dims when empty); keepdim leaves them as size 1.
+Tensor sum(const Tensor& a, const std::vector<std::int64_t>& dims = {}, bool keepdim = false);
+Tensor mean(const Tensor& a, const std::vector<std::int64_t>& dims = {}, bool keepdim = false);
+Tensor max(const Tensor& a, const std::vector<std::int64_t>& dims = {}, bool keepdim = false);
+// Sums broadcast dimensions away so that `g` gets `shape` (the backward of broadcasting).
+Tensor sum_to(const Tensor& g, const Shape& shape);
+
+// --- views and copies (ops/view.cpp) -----------------------------------------------------------------
+// view: no copy; throws ShapeError when the strides make that impossible. reshape: a view when
+// possible, else a copy. One size may be -1 (inferred).
+Tensor view(const Tensor& a, const Shape& shape);
+Tensor reshape(const Tensor& a, const Shape& shape);
+Tensor transpose(const Tensor& a, std::int64_t dim0, std::int64_t dim1);
+Tensor permute(const Tensor& a, const std::vector<std::int64_t>& dims);
+Tensor narrow(const Tensor& a, std::int64_t dim, std::int64_t start, std::int64_t length);
+// Python's a[start:end:step] along dim; start/end are clamped, negative ones count from the end.
+Tensor slice(const Tensor& a, std::int64_t dim, std::int64_t start, std::int64_t end, std::int64_t step = 1);
+Tensor squeeze(const Tensor& a, std::int64_t dim);
+Tensor unsqueeze(const Tensor& a, std::int64_t dim);
+Tensor expand(const Tensor& a, const Shape& shape);  // size-1 dims repeat with stride 0; -1 keeps
+Tensor contiguous(const Tensor& a);                  // `a` itself when already contiguous
+Tensor cat(const std::vector<Tensor>& tensors, std::int64_t dim);
+Tensor stack(const std::vector<Tensor>& tensors, std::int64_t dim);
+
+// --- matmul (ops/matmul.cpp) -------------------------------------------------------------------------
+// torch.matmul: 1-D operands are promoted and the added dim removed; batch dims broadcast.
+Tensor matmul(const Tensor& a, const Tensor& b);
+
+// --- softmax (ops/softmax.cpp) ------------------------------------------------------------------------
+Tensor softmax(const Tensor& a, std::int64_t dim = -1);  // max-subtracted: stable for large inputs
+Tensor log_softmax(const Tensor& a, std::int64_t dim = -1);
+
+// --- normalisation (ops/norm.cpp) --------------------------------------------------------------------
+// Over the last dim, biased variance, eps inside the sqrt (as torch.nn.functional.layer_norm).
+// weight and bias ([D]) may be undefined tensors.
+Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps = 1e-5);
+
+// --- embedding (ops/embedding.cpp) -------------------------------------------------------------------
+// weight [V, D], ids int64 [...] -> [..., D]. An id outside [0, V) is an IndexError naming it.
+// Rows at padding_idx receive no gradient (torch.nn.functional.embedding).
+Tensor embedding(const Tensor& weight, const Tensor& ids, std::optional<std::int64_t> padding_idx = std::nullopt);
+
+// --- random (ops/random.cpp) -------------------------------------------------------------------------
+Tensor rand(const Shape& shape, Generator& gen, Options o = {});   // U[0, 1)
+Tensor randn(const Shape& shape, Generator& gen, Options o = {});  // N(0, 1)
+Tensor uniform(const Shape& shape, double low, double high, Generator& gen, Options o = {});
+Tensor normal(const Shape& shape, double mean, double std, Generator& gen, Options o = {});
+// Inverted dropout: in training, zero each element with probability p and scale the rest by 1/(1-p);
+// the identity when !training or p == 0. The mask depends only on (generator seed, offset, index).
+Tensor dropout(const Tensor& a, double p, bool training, Generator& gen = default_generator());
+
+// --- losses (ops/loss.cpp) ---------------------------------------------------------------------------
+enum class Reduction { mean, sum, none };
+// logits [..., C] (classes last; deviation: torch wants [N, C, ...]), targets int64 [...].
+// mean divides by the number of targets that are not ignore_index (torch.nn.CrossEntropyLoss).
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets, std::int64_t ignore_index = -100,
+                     double label_smoothing = 0.0, Reduction reduction = Reduction::mean);
+
+// --- in place (ops/inplace.cpp): not differentiable; for optimizers and initialisation -------------
+// Each bumps the tensor's version. With grad mode on, a tensor that requires grad is refused.
+Tensor& fill_(Tensor& a, double value);
+Tensor& zero_(Tensor& a);
+Tensor& copy_(Tensor& dst, const Tensor& src);                 // src broadcasts to dst; dtypes may differ
+Tensor& add_(Tensor& a, const Tensor& b, double alpha = 1.0);  // a += alpha * b
+void adam_update_(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const AdamConfig& cfg);
+
+}  // namespace stepformer

@@ -1,0 +1,130 @@
+#pragma once
+// Tensor: a cheap handle (one shared_ptr) to a strided view of shared storage.
+// Copying a Tensor copies the handle, not the data, as in PyTorch. Views (transpose, narrow, expand,
+// view, ...) share storage and differ only in shape, strides and offset.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "autograd/backend.h"
+#include "autograd/device.h"
+#include "autograd/dtype.h"
+#include "autograd/shape.h"
+
+namespace stepformer {
+
+struct Node;
+struct TensorImpl;
+
+// Device memory, shared by every view of it. `version` counts in-place writes: a tensor saved for
+// backward remembers the version it saw, and backward refuses to use it if it changed (as PyTorch).
+struct Storage {
+  Storage(Backend& backend, std::size_t bytes);
+  ~Storage();
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+
+  Backend* backend;
+  void* data;
+  std::size_t bytes;
+  std::uint64_t version = 0;
+};
+
+class Tensor {
+ public:
+  Tensor() = default;  // an undefined tensor (no storage); defined() is false
+  explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
+
+  bool defined() const { return impl_ != nullptr; }
+  const Shape& shape() const;
+  std::int64_t size(std::int64_t dim) const;  // negative dims count from the end
+  std::int64_t dim() const;
+  std::int64_t numel() const;
+  const Shape& strides() const;
+  std::int64_t offset() const;
+  DType dtype() const;
+  Device device() const;
+  bool is_contiguous() const;
+
+  // --- autograd ---------------------------------------------------------------------------------
+  bool requires_grad() const;
+  Tensor& set_requires_grad(bool on = true);  // leaves only; AutogradError otherwise
+  bool is_leaf() const;                       // made by a factory, not by a differentiable op
+  Tensor grad() const;                        // undefined until a backward reaches this leaf
+  void zero_grad();                           // forgets the gradient (PyTorch: set_to_none=True)
+  // Reverse-mode sweep from this tensor. `grad` may be omitted only for a one-element tensor.
+  // The graph is freed afterwards unless retain_graph; gradients add into leaves' grad().
+  void backward(const Tensor& grad = {}, bool retain_graph = false) const;
+  const std::shared_ptr<Node>& grad_fn() const;
+  Tensor detach() const;  // same storage, no history, requires_grad false
+
+  const std::string& name() const;  // optional label, shown by to_dot
+  Tensor& set_name(std::string name);
+
+  // --- element access (copies to the host; for tests, demos and printing) ---------------------------
+  double item() const;  // one-element tensors only
+  double at(const Shape& index) const;
+  void set(const Shape& index, double value);  // an in-place write: bumps the version
+  template <class T>
+  std::vector<T> to_vector() const;  // row-major values converted to T: float, double or int64_t
+
+  // --- conversions ------------------------------------------------------------------------------
+  Tensor to(Device device) const;  // a copy on `device` (this tensor itself when already there)
+  Tensor to(DType dtype) const;    // a converted copy (differentiable between float types)
+  Tensor cpu() const { return to(kCPU); }
+
+  // --- for ops and backends ---------------------------------------------------------------------
+  TensorDesc desc() const;  // what a backend kernel sees
+  Backend& backend() const;
+  std::uint64_t version() const;
+  void bump_version() const;
+  TensorImpl* impl() const { return impl_.get(); }
+  const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
+  bool is_same(const Tensor& other) const { return impl_ == other.impl_; }
+
+ private:
+  std::shared_ptr<TensorImpl> impl_;
+};
+
+struct TensorImpl {
+  std::shared_ptr<Storage> storage;
+  Shape shape;
+  Shape strides;
+  std::int64_t offset = 0;  // in elements
+  DType dtype = DType::float32;
+  Device device = kCPU;
+
+  bool requires_grad = false;
+  Tensor grad;                             // leaves: accumulated by backward
+  std::shared_ptr<Node> grad_fn;           // non-leaves: the op that produced this tensor
+  std::shared_ptr<Node> grad_accumulator;  // leaves that require grad: made on first use
+  std::string name;
+};
+
+// --- factories (float32 on the CPU unless told otherwise) --------------------------------------------
+struct Options {
+  DType dtype = DType::float32;
+  Device device = kCPU;
+  bool requires_grad = false;
+};
+
+Tensor empty(const Shape& shape, Options o = {});
+Tensor zeros(const Shape& shape, Options o = {});
+Tensor ones(const Shape& shape, Options o = {});
+Tensor full(const Shape& shape, double value, Options o = {});
+Tensor scalar(double value, Options o = {});  // a 0-dim tensor
+Tensor arange(std::int64_t end, Options o = {});
+Tensor arange(std::int64_t start, std::int64_t end, std::int64_t step = 1, Options o = {});
+// From host values in row-major order; values.size() must equal numel(shape).
+Tensor from_vector(const std::vector<double>& values, const Shape& shape, Options o = {});
+Tensor from_vector(const std::vector<float>& values, const Shape& shape, Options o = {});
+Tensor from_vector(const std::vector<std::int64_t>& values, const Shape& shape, Options o = {});
+Tensor zeros_like(const Tensor& t);
+Tensor ones_like(const Tensor& t);
+Tensor empty_like(const Tensor& t);  // contiguous, same dtype and device
+
+// Memory in use by a device's allocations, in bytes (leak tests and the demo's report).
+std::size_t bytes_in_use(Device device = kCPU);
+
+}  // namespace stepformer

@@ -1,0 +1,199 @@
+// The backward engine: how reverse mode works here (read docs/00_autograd.md beside this file).
+//
+// 1. Forward: each differentiable op calls record(), which gives its output a Node with one Edge per
+//    input that requires grad. An edge holds the input's gradient formula (a closure over the tensors it
+//    needs) and the Node that receives the result: the input's grad_fn, or, for a leaf, its accumulator.
+// 2. backward(): a depth-first walk from the root collects the reachable Nodes in topological order
+//    (an explicit stack, not recursion: a long chain must not overflow the C++ stack). Walking that
+//    order backwards guarantees that a Node runs only after every consumer of its output has added its
+//    share of the gradient, so a tensor used twice gets the sum of both contributions.
+// 3. Accumulators add into the leaf's grad (PyTorch semantics: repeated backward() calls accumulate).
+// 4. Unless retain_graph, every visited Node drops its closures afterwards, freeing saved tensors.
+#include <fmt/format.h>
+
+#include <atomic>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "autograd/errors.h"
+#include "autograd/grad_mode.h"
+#include "autograd/node.h"
+#include "autograd/ops.h"
+#include "autograd/random.h"
+
+namespace stepformer {
+
+// --- grad mode -------------------------------------------------------------------------------------------
+namespace {
+thread_local bool g_grad_enabled = true;
+std::atomic<std::int64_t> g_live_nodes{0};
+}  // namespace
+
+bool grad_enabled() { return g_grad_enabled; }
+NoGradGuard::NoGradGuard() : previous_(g_grad_enabled) { g_grad_enabled = false; }
+NoGradGuard::~NoGradGuard() { g_grad_enabled = previous_; }
+
+// --- the op table -------------------------------------------------------------------------------------------
+const std::vector<OpInfo>& all_ops() {
+  static const std::vector<OpInfo> table = {
+#define STEPFORMER_OP_INFO(name, family, backward) {#name, family, backward},
+      STEPFORMER_OPS(STEPFORMER_OP_INFO)
+#undef STEPFORMER_OP_INFO
+  };
+  return table;
+}
+const OpInfo& op_info(Op op) { return all_ops()[static_cast<std::size_t>(op)]; }
+
+// --- the default generator ------------------------------------------------------------------------------------
+Generator& default_generator() {
+  static Generator gen(0);
+  return gen;
+}
+void manual_seed(std::uint64_t seed) { default_generator() = Generator(seed); }
+
+// --- nodes ----------------------------------------------------------------------------------------------
+Node::Node() { ++g_live_nodes; }
+Node::~Node() { --g_live_nodes; }
+std::int64_t Node::live_count() { return g_live_nodes.load(); }
+
+namespace {
+// The node that receives gradients for `t`: its grad_fn, or its accumulator if it is a leaf.
+std::shared_ptr<Node> gradient_sink(const Tensor& t) {
+  TensorImpl& impl = *t.impl();
+  if (impl.grad_fn) return impl.grad_fn;
+  if (!impl.grad_accumulator) {
+    auto acc = std::make_shared<Node>();
+    acc->accumulates = true;
+    acc->leaf = t.impl_ptr();  // weak: the graph does not keep a leaf alive
+    acc->shape = impl.shape;
+    acc->dtype = impl.dtype;
+    impl.grad_accumulator = std::move(acc);
+  }
+  return impl.grad_accumulator;
+}
+}  // namespace
+
+void record(Op op, Tensor& out, std::vector<InputGrad> inputs, std::vector<Tensor> saved) {
+  if (!grad_enabled()) return;
+  std::vector<Edge> edges;
+  for (InputGrad& in : inputs) {
+    if (!in.input.defined() || !in.input.requires_grad()) continue;  // its closure is dropped here
+    edges.push_back({gradient_sink(in.input), std::move(in.grad), in.input.shape()});
+  }
+  if (edges.empty()) return;
+  auto node = std::make_shared<Node>();
+  node->op = op;
+  node->shape = out.shape();
+  node->dtype = out.dtype();
+  node->edges = std::move(edges);
+  for (const Tensor& s : saved)
+    if (s.defined()) node->saved.push_back({s.impl()->storage, s.version()});
+  out.impl()->grad_fn = std::move(node);
+  out.impl()->requires_grad = true;
+}
+
+// --- backward ----------------------------------------------------------------------------------------------
+namespace {
+
+std::vector<Node*> topological_order(Node* root) {
+  std::vector<Node*> order;  // post-order: every node after all nodes it sends gradients to
+  std::unordered_set<Node*> seen{root};
+  std::vector<std::pair<Node*, std::size_t>> stack{{root, 0}};  // node, next edge to visit
+  while (!stack.empty()) {
+    auto& [node, next] = stack.back();
+    if (next < node->edges.size()) {
+      Node* child = node->edges[next++].to.get();
+      if (seen.insert(child).second) stack.emplace_back(child, 0);
+    } else {
+      order.push_back(node);
+      stack.pop_back();
+    }
+  }
+  return {order.rbegin(), order.rend()};  // root first
+}
+
+void check_saved(const Node& node) {
+  for (const SavedVersion& s : node.saved) {
+    auto storage = s.storage.lock();
+    if (storage && storage->version != s.version)
+      throw InplaceError(
+          fmt::format("backward of '{}': a tensor it saved was modified in place (version {} at forward, now {}); "
+                      "modify a clone instead, or do the in-place change before the op",
+                      op_info(node.op).name, s.version, storage->version));
+  }
+}
+
+void accumulate_into_leaf(const Node& acc, const Tensor& g) {
+  auto leaf_impl = acc.leaf.lock();
+  if (!leaf_impl) return;  // the leaf is gone: nobody can read its gradient
+  Tensor& grad = leaf_impl->grad;
+  if (!grad.defined()) {
+    grad = empty_like(g);  // a fresh buffer: g may be a view of another tensor's gradient
+    copy_(grad, g);
+  } else {
+    add_(grad, g);
+  }
+}
+
+}  // namespace
+
+void Tensor::backward(const Tensor& grad, bool retain_graph) const {
+  if (!requires_grad())
+    throw AutogradError(
+        "backward: the tensor does not require grad (no input of its graph requires grad, "
+        "or it was computed under NoGradGuard)");
+  Tensor seed = grad;
+  if (!seed.defined()) {
+    if (numel() != 1)
+      throw AutogradError(
+          fmt::format("backward: a gradient can be created implicitly only for a one-element "
+                      "tensor, got shape {}; pass grad explicitly",
+                      to_string(shape())));
+    seed = ones_like(*this);
+  } else if (seed.shape() != shape()) {
+    throw ShapeError(
+        fmt::format("backward: grad has shape {}, tensor has shape {}", to_string(seed.shape()), to_string(shape())));
+  }
+
+  NoGradGuard no_grad;  // gradients are computed without recording a graph of their own
+  std::shared_ptr<Node> root = gradient_sink(*this);
+  const std::vector<Node*> order = topological_order(root.get());
+  std::unordered_map<Node*, Tensor> pending{{root.get(), seed}};
+
+  for (Node* node : order) {
+    auto it = pending.find(node);
+    if (it == pending.end()) continue;  // no gradient flowed here (e.g. a branch after a stop)
+    const Tensor g = std::move(it->second);
+    pending.erase(it);
+    if (node->is_accumulator()) {
+      accumulate_into_leaf(*node, g);
+      continue;
+    }
+    if (node->released)
+      throw AutogradError(
+          fmt::format("backward through '{}' a second time: its saved tensors were freed by "
+                      "the first backward; pass retain_graph=true to the first call",
+                      op_info(node->op).name));
+    check_saved(*node);
+    for (const Edge& e : node->edges) {
+      Tensor gi = e.grad(g);
+      if (gi.shape() != e.input_shape)  // an engine bug, never a user error
+        throw Error(
+            fmt::format("internal: backward of '{}' produced a gradient of shape {} for an input of "
+                        "shape {}",
+                        op_info(node->op).name, to_string(gi.shape()), to_string(e.input_shape)));
+      auto [slot, fresh] = pending.try_emplace(e.to.get(), gi);
+      if (!fresh) slot->second = add(slot->second, gi);
+    }
+  }
+
+  if (!retain_graph) {
+    for (Node* node : order) {
+      if (node->is_accumulator()) continue;
+      for (Edge& e : node->edges) e.grad = nullptr;  // frees what the closures captured
+      node->released = true;
+    }
+  }
+}
+
+}  // namespace stepformer

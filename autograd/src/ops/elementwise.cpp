@@ -1,0 +1,225 @@
+// Elementwise ops: forward and backward side by side. Binary ops broadcast; their backward sums the
+// gradient back to each operand's shape with sum_to (a broadcast input was read many times, so its
+// gradient is the sum of all those reads' gradients).
+#include <cmath>
+
+#include "common.h"
+
+namespace stepformer {
+using detail::broadcast_desc;
+using detail::check_floating;
+using detail::check_operands;
+using detail::empty_as;
+
+namespace {
+
+Tensor binary_kernel(const char* op, BinaryOp kind, const Tensor& a, const Tensor& b, DType out_dtype) {
+  const Shape shape = broadcast_shapes(op, a.shape(), b.shape());
+  Tensor out = empty_as(a, shape, out_dtype);
+  a.backend().binary(kind, out.desc(), broadcast_desc(a, shape), broadcast_desc(b, shape));
+  return out;
+}
+
+Tensor unary_kernel(UnaryOp kind, const Tensor& a, double alpha = 0.0) {
+  Tensor out = empty_as(a, a.shape());
+  a.backend().unary(kind, out.desc(), a.desc(), alpha);
+  return out;
+}
+
+Tensor arith(const char* op, BinaryOp kind, const Tensor& a, const Tensor& b) {
+  check_operands(op, {&a, &b});
+  if (a.dtype() == DType::boolean)
+    throw DTypeError(fmt::format("{}: arithmetic on bool tensors is not supported; convert with .to()", op));
+  return binary_kernel(op, kind, a, b, a.dtype());
+}
+
+Tensor floating_unary(const char* op, UnaryOp kind, const Tensor& a, double alpha = 0.0) {
+  check_operands(op, {&a});
+  check_floating(op, a);
+  return unary_kernel(kind, a, alpha);
+}
+
+}  // namespace
+
+Tensor add(const Tensor& a, const Tensor& b) {
+  Tensor out = arith("add", BinaryOp::add, a, b);
+  record(Op::add, out,
+         {{a, [s = a.shape()](const Tensor& g) { return sum_to(g, s); }},
+          {b, [s = b.shape()](const Tensor& g) { return sum_to(g, s); }}});
+  return out;
+}
+
+Tensor sub(const Tensor& a, const Tensor& b) {
+  Tensor out = arith("sub", BinaryOp::sub, a, b);
+  record(Op::sub, out,
+         {{a, [s = a.shape()](const Tensor& g) { return sum_to(g, s); }},
+          {b, [s = b.shape()](const Tensor& g) { return neg(sum_to(g, s)); }}});
+  return out;
+}
+
+Tensor mul(const Tensor& a, const Tensor& b) {
+  Tensor out = arith("mul", BinaryOp::mul, a, b);
+  const Tensor sa = a.detach(), sb = b.detach();  // detached: a saved tensor must not own the graph
+  record(Op::mul, out,
+         {{a, [sa, sb](const Tensor& g) { return sum_to(mul(g, sb), sa.shape()); }},
+          {b, [sa, sb](const Tensor& g) { return sum_to(mul(g, sa), sb.shape()); }}},
+         {a, b});
+  return out;
+}
+
+Tensor div(const Tensor& a, const Tensor& b) {
+  Tensor out = arith("div", BinaryOp::div, a, b);
+  const Tensor sa = a.detach(), sb = b.detach();
+  record(Op::div, out,
+         {{a, [sa, sb](const Tensor& g) { return sum_to(div(g, sb), sa.shape()); }},
+          {b, [sa, sb](const Tensor& g) { return sum_to(neg(div(mul(g, sa), mul(sb, sb))), sb.shape()); }}},
+         {a, b});
+  return out;
+}
+
+Tensor neg(const Tensor& a) {
+  check_operands("neg", {&a});
+  if (a.dtype() == DType::boolean) throw DTypeError("neg: cannot negate a bool tensor; use logical_not");
+  Tensor out = unary_kernel(UnaryOp::neg, a);
+  record(Op::neg, out, {{a, [](const Tensor& g) { return neg(g); }}});
+  return out;
+}
+
+Tensor pow(const Tensor& a, double p) {
+  Tensor out = floating_unary("pow", UnaryOp::pow, a, p);
+  const Tensor sa = a.detach();
+  record(Op::pow, out, {{a, [sa, p](const Tensor& g) { return mul(g, pow(sa, p - 1.0) * p); }}}, {a});
+  return out;
+}
+
+Tensor exp(const Tensor& a) {
+  Tensor out = floating_unary("exp", UnaryOp::exp, a);
+  const Tensor y = out.detach();
+  record(Op::exp, out, {{a, [y](const Tensor& g) { return mul(g, y); }}}, {y});
+  return out;
+}
+
+Tensor log(const Tensor& a) {
+  Tensor out = floating_unary("log", UnaryOp::log, a);
+  const Tensor sa = a.detach();
+  record(Op::log, out, {{a, [sa](const Tensor& g) { return div(g, sa); }}}, {a});
+  return out;
+}
+
+Tensor sqrt(const Tensor& a) {
+  Tensor out = floating_unary("sqrt", UnaryOp::sqrt, a);
+  const Tensor y = out.detach();
+  record(Op::sqrt, out, {{a, [y](const Tensor& g) { return div(g, y * 2.0); }}}, {y});
+  return out;
+}
+
+Tensor rsqrt(const Tensor& a) {
+  Tensor out = floating_unary("rsqrt", UnaryOp::rsqrt, a);
+  const Tensor y = out.detach();
+  record(Op::rsqrt, out, {{a, [y](const Tensor& g) { return mul(g, pow(y, 3.0) * -0.5); }}}, {y});
+  return out;
+}
+
+Tensor tanh(const Tensor& a) {
+  Tensor out = floating_unary("tanh", UnaryOp::tanh, a);
+  const Tensor y = out.detach();
+  record(
+      Op::tanh, out,
+      {{a, [y](const Tensor& g) { return binary_kernel("tanh_backward", BinaryOp::tanh_backward, g, y, g.dtype()); }}},
+      {y});
+  return out;
+}
+
+Tensor relu(const Tensor& a) {
+  Tensor out = floating_unary("relu", UnaryOp::relu, a);
+  const Tensor sa = a.detach();
+  record(
+      Op::relu, out,
+      {{a,
+        [sa](const Tensor& g) { return binary_kernel("relu_backward", BinaryOp::relu_backward, g, sa, g.dtype()); }}},
+      {a});
+  return out;
+}
+
+Tensor gelu(const Tensor& a) {
+  Tensor out = floating_unary("gelu", UnaryOp::gelu, a);
+  const Tensor sa = a.detach();
+  record(
+      Op::gelu, out,
+      {{a,
+        [sa](const Tensor& g) { return binary_kernel("gelu_backward", BinaryOp::gelu_backward, g, sa, g.dtype()); }}},
+      {a});
+  return out;
+}
+
+// --- comparisons and selection --------------------------------------------------------------------------
+
+namespace {
+Tensor compare(const char* op, BinaryOp kind, const Tensor& a, const Tensor& b) {
+  check_operands(op, {&a, &b});
+  return binary_kernel(op, kind, a, b, DType::boolean);
+}
+}  // namespace
+
+Tensor eq(const Tensor& a, const Tensor& b) { return compare("eq", BinaryOp::eq, a, b); }
+Tensor ne(const Tensor& a, const Tensor& b) { return compare("ne", BinaryOp::ne, a, b); }
+Tensor lt(const Tensor& a, const Tensor& b) { return compare("lt", BinaryOp::lt, a, b); }
+Tensor gt(const Tensor& a, const Tensor& b) { return compare("gt", BinaryOp::gt, a, b); }
+
+Tensor logical_not(const Tensor& mask) {
+  check_operands("logical_not", {&mask});
+  detail::check_dtype("logical_not", mask, DType::boolean, "the mask");
+  return unary_kernel(UnaryOp::logical_not, mask);
+}
+
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
+  check_operands("where", {&cond, &a, &b}, /*same_dtype=*/false);
+  check_operands("where", {&a, &b});
+  detail::check_dtype("where", cond, DType::boolean, "the condition");
+  const Shape shape = broadcast_shapes("where", broadcast_shapes("where", cond.shape(), a.shape()), b.shape());
+  Tensor out = empty_as(a, shape);
+  a.backend().where(out.desc(), broadcast_desc(cond, shape), broadcast_desc(a, shape), broadcast_desc(b, shape));
+  const Tensor c = cond.detach();
+  record(Op::where, out,
+         {{a, [c, s = a.shape()](const Tensor& g) { return sum_to(where(c, g, detail::scalar_like(g, 0)), s); }},
+          {b, [c, s = b.shape()](const Tensor& g) { return sum_to(where(c, detail::scalar_like(g, 0), g), s); }}},
+         {cond});
+  return out;
+}
+
+Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
+  check_operands("masked_fill", {&x, &mask}, /*same_dtype=*/false);
+  detail::check_dtype("masked_fill", mask, DType::boolean, "the mask");
+  if (broadcast_shapes("masked_fill", x.shape(), mask.shape()) != x.shape())
+    throw ShapeError(fmt::format("masked_fill: mask of shape {} does not broadcast to the input's shape {}",
+                                 to_string(mask.shape()), to_string(x.shape())));
+  return where(mask, detail::scalar_like(x, value), x);
+}
+
+// --- dtype conversion -------------------------------------------------------------------------------------
+
+Tensor Tensor::to(DType target) const {
+  if (dtype() == target) return *this;
+  Tensor out = empty(shape(), {target, device(), false});
+  backend().unary(UnaryOp::copy, out.desc(), desc(), 0.0);
+  if (is_floating(target))
+    record(Op::to_dtype, out, {{*this, [from = dtype()](const Tensor& g) { return g.to(from); }}});
+  return out;
+}
+
+// --- operators --------------------------------------------------------------------------------------------
+Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
+Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
+Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
+Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
+Tensor operator-(const Tensor& a) { return neg(a); }
+Tensor operator+(const Tensor& a, double b) { return add(a, detail::scalar_like(a, b)); }
+Tensor operator-(const Tensor& a, double b) { return sub(a, detail::scalar_like(a, b)); }
+Tensor operator*(const Tensor& a, double b) { return mul(a, detail::scalar_like(a, b)); }
+Tensor operator/(const Tensor& a, double b) { return div(a, detail::scalar_like(a, b)); }
+Tensor operator+(double a, const Tensor& b) { return add(detail::scalar_like(b, a), b); }
+Tensor operator-(double a, const Tensor& b) { return sub(detail::scalar_like(b, a), b); }
+Tensor operator*(double a, const Tensor& b) { return mul(detail::scalar_like(b, a), b); }
+Tensor operator/(double a, const Tensor& b) { return div(detail::scalar_like(b, a), b); }
+
+}  // namespace stepformer

@@ -1,0 +1,62 @@
+// Cross-entropy fused with log-softmax, as torch.nn.functional.cross_entropy:
+//   loss_i = -(1 - s) log p_i[t_i] - (s / C) sum_c log p_i[c],   p_i = softmax(logits_i)
+// with label smoothing s (Szegedy et al. 2016; the paper uses s = 0.1). Targets equal to ignore_index
+// contribute nothing, and the mean divides by the number of the others.
+#include "common.h"
+
+namespace stepformer {
+
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets, std::int64_t ignore_index, double smoothing,
+                     Reduction reduction) {
+  detail::check_operands("cross_entropy", {&logits, &targets}, /*same_dtype=*/false);
+  detail::check_floating("cross_entropy", logits);
+  detail::check_dtype("cross_entropy", targets, DType::int64, "targets");
+  if (logits.dim() < 1 || Shape(logits.shape().begin(), logits.shape().end() - 1) != targets.shape())
+    throw ShapeError(fmt::format("cross_entropy: logits {} must be targets' shape {} plus a class dim",
+                                 to_string(logits.shape()), to_string(targets.shape())));
+  if (!(smoothing >= 0 && smoothing <= 1))
+    throw ValueError(fmt::format("cross_entropy: label_smoothing must be in [0, 1], got {}", smoothing));
+  const std::int64_t C = logits.size(-1);
+  const Tensor x = contiguous(reshape(logits, {-1, C}));  // [n, C]
+  const Tensor t = contiguous(reshape(targets, {-1}));    // [n]
+  Tensor losses = detail::empty_as(x, {x.size(0)});       // [n]
+  const std::int64_t bad =
+      x.backend().cross_entropy_forward(losses.desc(), x.desc(), t.desc(), ignore_index, smoothing);
+  if (bad >= 0)
+    throw IndexError(
+        fmt::format("cross_entropy: target {} at position {} is out of range for {} classes "
+                    "(valid: 0 to {}, or ignore_index {})",
+                    static_cast<std::int64_t>(t.at({bad})), bad, C, C - 1, ignore_index));
+
+  const Tensor sx = x.detach(), st = t.detach();
+  auto grad_logits = [sx, st, ignore_index, smoothing, shape = logits.shape()](const Tensor& grad_rows) {
+    Tensor d = detail::empty_as(sx, sx.shape());  // [n, C]
+    sx.backend().cross_entropy_backward(d.desc(), sx.desc(), st.desc(), grad_rows.desc(), ignore_index, smoothing);
+    return reshape(d, shape);
+  };
+  Tensor out;
+  GradFn backward;
+  const std::int64_t n = x.size(0);
+  if (reduction == Reduction::none) {
+    out = detail::make_view(losses, targets.shape(), contiguous_strides(targets.shape()), 0);
+    backward = [grad_logits](const Tensor& g) { return grad_logits(contiguous(reshape(g, {-1}))); };
+  } else {
+    double divisor = 1.0;
+    if (reduction == Reduction::mean) {
+      const Tensor ignored = scalar(static_cast<double>(ignore_index), {DType::int64, t.device()});
+      const auto counted = static_cast<std::int64_t>(sum(ne(t, ignored).to(DType::int64)).item());
+      divisor = static_cast<double>(counted);  // 0 counted targets give NaN, as PyTorch
+    }
+    {
+      NoGradGuard no_grad;
+      out = sum(losses) / divisor;
+    }
+    backward = [grad_logits, n, divisor](const Tensor& g) {
+      return grad_logits(expand(reshape(g / divisor, {1}), {n}));
+    };
+  }
+  record(Op::cross_entropy, out, {{logits, backward}}, {logits, targets});
+  return out;
+}
+
+}  // namespace stepformer

@@ -1,0 +1,50 @@
+// matmul with torch.matmul's rules. A transposed operand reaches the GEMM kernel as swapped strides,
+// never as a copy, and the backward's transposes are views too.
+#include "common.h"
+
+namespace stepformer {
+
+namespace {
+
+// a [..., M, K] @ b [..., K, N] -> [batch..., M, N], both at least 2-D.
+Tensor matmul_nd(const Tensor& a, const Tensor& b) {
+  const std::int64_t M = a.size(-2), K = a.size(-1), N = b.size(-1);
+  if (b.size(-2) != K)
+    throw ShapeError(fmt::format("matmul: inner dimensions differ: {} @ {} ({} vs {})", to_string(a.shape()),
+                                 to_string(b.shape()), K, b.size(-2)));
+  const Shape batch = broadcast_shapes("matmul", Shape(a.shape().begin(), a.shape().end() - 2),
+                                       Shape(b.shape().begin(), b.shape().end() - 2));
+  auto with = [&batch](std::int64_t r, std::int64_t c) {
+    Shape s = batch;
+    s.push_back(r);
+    s.push_back(c);
+    return s;
+  };
+  Tensor out = detail::empty_as(a, with(M, N));
+  a.backend().gemm(out.desc(), detail::broadcast_desc(a, with(M, K)), detail::broadcast_desc(b, with(K, N)), 1.0, 0.0);
+  const Tensor sa = a.detach(), sb = b.detach();
+  record(Op::matmul, out,
+         {{a, [sb, s = a.shape()](const Tensor& g) { return sum_to(matmul_nd(g, transpose(sb, -1, -2)), s); }},
+          {b, [sa, s = b.shape()](const Tensor& g) { return sum_to(matmul_nd(transpose(sa, -1, -2), g), s); }}},
+         {a, b});
+  return out;
+}
+
+}  // namespace
+
+Tensor matmul(const Tensor& a, const Tensor& b) {
+  detail::check_operands("matmul", {&a, &b});
+  detail::check_floating("matmul", a);
+  if (a.dim() == 0 || b.dim() == 0)
+    throw ShapeError(fmt::format("matmul: both operands need at least 1 dim, got {} @ {}", to_string(a.shape()),
+                                 to_string(b.shape())));
+  // A 1-D operand is a row (left) or a column (right) vector; the added dim is removed afterwards.
+  const Tensor a2 = a.dim() == 1 ? unsqueeze(a, 0) : a;
+  const Tensor b2 = b.dim() == 1 ? unsqueeze(b, 1) : b;
+  Tensor out = matmul_nd(a2, b2);
+  if (b.dim() == 1) out = squeeze(out, -1);
+  if (a.dim() == 1) out = squeeze(out, b.dim() == 1 ? -1 : -2);
+  return out;
+}
+
+}  // namespace stepformer

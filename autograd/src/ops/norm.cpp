@@ -1,0 +1,63 @@
+// layer_norm, fused: one kernel computes y and saves each row's mean and rstd = 1/sqrt(var + eps),
+// so the backward needs no second pass over statistics. Ba, Kiros & Hinton (2016); the formulas are
+// torch.nn.functional.layer_norm's: biased variance, eps inside the square root.
+#include "common.h"
+
+namespace stepformer {
+
+Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) {
+  detail::check_operands("layer_norm", {&x});
+  detail::check_floating("layer_norm", x);
+  if (x.dim() == 0) throw ShapeError("layer_norm: the input needs at least 1 dim, got a 0-dim tensor");
+  if (!(eps > 0)) throw ValueError(fmt::format("layer_norm: eps must be positive, got {}", eps));
+  const std::int64_t D = x.size(-1);
+  for (const Tensor* p : {&weight, &bias}) {
+    if (!p->defined()) continue;
+    detail::check_operands("layer_norm", {&x, p});
+    if (p->shape() != Shape{D})
+      throw ShapeError(fmt::format("layer_norm: weight and bias must have shape [{}] for an input of shape {}, got {}",
+                                   D, to_string(x.shape()), to_string(p->shape())));
+  }
+  const Tensor xc = contiguous(x);
+  const Tensor w = weight.defined() ? contiguous(weight) : Tensor();
+  const Tensor b = bias.defined() ? contiguous(bias) : Tensor();
+  const Shape rows(x.shape().begin(), x.shape().end() - 1);
+  Tensor y = detail::empty_as(xc, xc.shape());
+  Tensor mean = detail::empty_as(xc, rows), rstd = detail::empty_as(xc, rows);
+  const TensorDesc none{};
+  xc.backend().layer_norm_forward(y.desc(), mean.desc(), rstd.desc(), xc.desc(), w.defined() ? w.desc() : none,
+                                  b.defined() ? b.desc() : none, eps);
+
+  // One backward kernel yields all three gradients. The engine asks each edge for its own with the
+  // same g, so the first edge runs the kernel and the others read the cache (which holds g itself, so
+  // the identity test cannot be fooled by a reused address).
+  struct Grads {
+    Tensor dx, dw, db;
+  };
+  const Tensor sx = xc.detach(), sw = w.defined() ? w.detach() : Tensor();
+  auto grads = [sx, sw, mean, rstd, has_bias = b.defined()](const Tensor& g) {
+    const Tensor gc = contiguous(g);
+    Grads r{detail::empty_as(gc, gc.shape()), Tensor(), Tensor()};
+    const Shape d{gc.size(-1)};
+    if (sw.defined()) r.dw = detail::empty_as(gc, d);
+    if (has_bias) r.db = detail::empty_as(gc, d);
+    const TensorDesc none{};
+    gc.backend().layer_norm_backward(r.dx.desc(), r.dw.defined() ? r.dw.desc() : none,
+                                     r.db.defined() ? r.db.desc() : none, gc.desc(), sx.desc(), mean.desc(),
+                                     rstd.desc(), sw.defined() ? sw.desc() : none);
+    return r;
+  };
+  auto cache = std::make_shared<std::pair<Tensor, Grads>>();
+  auto cached = [grads, cache](const Tensor& g) -> const Grads& {
+    if (!cache->first.is_same(g)) *cache = {g, grads(g)};
+    return cache->second;
+  };
+  record(Op::layer_norm, y,
+         {{xc, [cached](const Tensor& g) { return cached(g).dx; }},
+          {w, [cached](const Tensor& g) { return cached(g).dw; }},
+          {b, [cached](const Tensor& g) { return cached(g).db; }}},
+         {xc, w, b});
+  return y;
+}
+
+}  // namespace stepformer

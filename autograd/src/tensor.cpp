@@ -1,0 +1,293 @@
+// Tensor, Storage and the factories. Element memory is touched only through the backend.
+#include "autograd/tensor.h"
+
+#include <fmt/format.h>
+
+#include <cstring>
+
+#include "autograd/errors.h"
+#include "autograd/node.h"
+#include "autograd/ops.h"
+#include "ops/common.h"
+
+namespace stepformer {
+
+Storage::Storage(Backend& b, std::size_t n) : backend(&b), data(b.allocate(n)), bytes(n) {}
+Storage::~Storage() { backend->deallocate(data, bytes); }
+
+namespace {
+const TensorImpl& checked(const std::shared_ptr<TensorImpl>& impl) {
+  if (!impl) throw Error("use of an undefined tensor (default-constructed Tensor)");
+  return *impl;
+}
+}  // namespace
+
+const Shape& Tensor::shape() const { return checked(impl_).shape; }
+std::int64_t Tensor::dim() const { return static_cast<std::int64_t>(shape().size()); }
+std::int64_t Tensor::size(std::int64_t d) const { return shape()[wrap_dim("size", d, dim())]; }
+std::int64_t Tensor::numel() const { return stepformer::numel(shape()); }
+const Shape& Tensor::strides() const { return checked(impl_).strides; }
+std::int64_t Tensor::offset() const { return checked(impl_).offset; }
+DType Tensor::dtype() const { return checked(impl_).dtype; }
+Device Tensor::device() const { return checked(impl_).device; }
+Backend& Tensor::backend() const { return *checked(impl_).storage->backend; }
+std::uint64_t Tensor::version() const { return checked(impl_).storage->version; }
+void Tensor::bump_version() const { ++checked(impl_).storage->version; }
+
+bool Tensor::is_contiguous() const {
+  const Shape& s = shape();
+  const Shape& st = strides();
+  std::int64_t expected = 1;
+  for (std::size_t i = s.size(); i-- > 0;) {
+    if (s[i] != 1 && st[i] != expected) return false;
+    expected *= s[i];
+  }
+  return true;
+}
+
+bool Tensor::requires_grad() const { return checked(impl_).requires_grad; }
+bool Tensor::is_leaf() const { return checked(impl_).grad_fn == nullptr; }
+Tensor Tensor::grad() const { return checked(impl_).grad; }
+void Tensor::zero_grad() { impl_->grad = Tensor(); }
+const std::shared_ptr<Node>& Tensor::grad_fn() const { return checked(impl_).grad_fn; }
+const std::string& Tensor::name() const { return checked(impl_).name; }
+
+Tensor& Tensor::set_requires_grad(bool on) {
+  if (!is_leaf())
+    throw AutogradError(
+        fmt::format("set_requires_grad: only leaves can change requires_grad; this tensor was made by '{}' "
+                    "(use detach() for a new leaf)",
+                    op_info(grad_fn()->op).name));
+  if (on && !is_floating(dtype()))
+    throw DTypeError(
+        fmt::format("set_requires_grad: only floating tensors can require grad, got {}", dtype_name(dtype())));
+  impl_->requires_grad = on;
+  return *this;
+}
+
+Tensor& Tensor::set_name(std::string n) {
+  checked(impl_);
+  impl_->name = std::move(n);
+  return *this;
+}
+
+Tensor Tensor::detach() const {
+  const TensorImpl& s = checked(impl_);
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = s.storage;
+  impl->shape = s.shape;
+  impl->strides = s.strides;
+  impl->offset = s.offset;
+  impl->dtype = s.dtype;
+  impl->device = s.device;
+  impl->name = s.name;
+  return Tensor(std::move(impl));
+}
+
+TensorDesc Tensor::desc() const {
+  const TensorImpl& s = checked(impl_);
+  TensorDesc d;
+  d.data = static_cast<char*>(s.storage->data) + s.offset * static_cast<std::int64_t>(element_size(s.dtype));
+  d.dtype = s.dtype;
+  d.ndim = static_cast<int>(s.shape.size());
+  for (int i = 0; i < d.ndim; ++i) {
+    d.shape[i] = s.shape[i];
+    d.strides[i] = s.strides[i];
+  }
+  return d;
+}
+
+// --- element access -----------------------------------------------------------------------------------
+
+namespace {
+std::int64_t element_offset(const Tensor& t, const Shape& index, const char* op) {
+  if (static_cast<std::int64_t>(index.size()) != t.dim())
+    throw IndexError(fmt::format("{}: index {} has {} entries, tensor of shape {} has {} dims", op, to_string(index),
+                                 index.size(), to_string(t.shape()), t.dim()));
+  std::int64_t off = t.offset();
+  for (std::size_t d = 0; d < index.size(); ++d) {
+    if (index[d] < 0 || index[d] >= t.shape()[d])
+      throw IndexError(
+          fmt::format("{}: index {} is out of range for shape {}", op, to_string(index), to_string(t.shape())));
+    off += index[d] * t.strides()[d];
+  }
+  return off;
+}
+
+template <class T>
+T load_as(const void* p, DType dt) {
+  switch (dt) {
+    case DType::float32: {
+      float v;
+      std::memcpy(&v, p, 4);
+      return static_cast<T>(v);
+    }
+    case DType::float64: {
+      double v;
+      std::memcpy(&v, p, 8);
+      return static_cast<T>(v);
+    }
+    case DType::int64: {
+      std::int64_t v;
+      std::memcpy(&v, p, 8);
+      return static_cast<T>(v);
+    }
+    case DType::boolean: {
+      std::uint8_t v;
+      std::memcpy(&v, p, 1);
+      return static_cast<T>(v != 0);
+    }
+  }
+  return T{};
+}
+
+void store_from_double(void* p, DType dt, double value) {
+  switch (dt) {
+    case DType::float32: {
+      float v = static_cast<float>(value);
+      std::memcpy(p, &v, 4);
+      break;
+    }
+    case DType::float64: std::memcpy(p, &value, 8); break;
+    case DType::int64: {
+      auto v = static_cast<std::int64_t>(value);
+      std::memcpy(p, &v, 8);
+      break;
+    }
+    case DType::boolean: {
+      std::uint8_t v = value != 0;
+      std::memcpy(p, &v, 1);
+      break;
+    }
+  }
+}
+}  // namespace
+
+double Tensor::at(const Shape& index) const {
+  const std::int64_t off = element_offset(*this, index, "at");
+  const std::size_t es = element_size(dtype());
+  unsigned char buf[8];
+  backend().copy_to_host(buf, static_cast<char*>(impl_->storage->data) + off * static_cast<std::int64_t>(es), es);
+  return load_as<double>(buf, dtype());
+}
+
+void Tensor::set(const Shape& index, double value) {
+  const std::int64_t off = element_offset(*this, index, "set");
+  const std::size_t es = element_size(dtype());
+  unsigned char buf[8];
+  store_from_double(buf, dtype(), value);
+  backend().copy_from_host(static_cast<char*>(impl_->storage->data) + off * static_cast<std::int64_t>(es), buf, es);
+  bump_version();
+}
+
+double Tensor::item() const {
+  if (numel() != 1)
+    throw ShapeError(fmt::format("item: expected a tensor with one element, got shape {}", to_string(shape())));
+  return at(Shape(shape().size(), 0));
+}
+
+template <class T>
+std::vector<T> Tensor::to_vector() const {
+  const Tensor c = contiguous(*this);
+  const std::size_t es = element_size(dtype());
+  std::vector<unsigned char> raw(static_cast<std::size_t>(c.numel()) * es);
+  if (!raw.empty()) c.backend().copy_to_host(raw.data(), c.desc().data, raw.size());
+  std::vector<T> out(static_cast<std::size_t>(c.numel()));
+  for (std::size_t i = 0; i < out.size(); ++i) out[i] = load_as<T>(&raw[i * es], dtype());
+  return out;
+}
+template std::vector<float> Tensor::to_vector<float>() const;
+template std::vector<double> Tensor::to_vector<double>() const;
+template std::vector<std::int64_t> Tensor::to_vector<std::int64_t>() const;
+
+Tensor Tensor::to(Device target) const {
+  if (device() == target) return *this;
+  // Through host memory: simple, and the only path between two different backends.
+  // Not differentiable yet (deviation from PyTorch): the CUDA issue adds its backward.
+  const Tensor c = contiguous(*this);
+  const std::size_t bytes = static_cast<std::size_t>(c.numel()) * element_size(dtype());
+  std::vector<unsigned char> host(bytes);
+  if (bytes) c.backend().copy_to_host(host.data(), c.desc().data, bytes);
+  Tensor out = empty(shape(), {dtype(), target, false});
+  if (bytes) out.backend().copy_from_host(out.desc().data, host.data(), bytes);
+  return out;
+}
+
+// --- factories --------------------------------------------------------------------------------------
+
+Tensor empty(const Shape& shape, Options o) {
+  detail::check_ndim("empty", shape);
+  const std::int64_t n = numel(shape);
+  const std::size_t es = element_size(o.dtype);
+  if (n > static_cast<std::int64_t>(SIZE_MAX / 2 / es))
+    throw ResourceError(fmt::format("empty: shape {} needs more memory than can be addressed", to_string(shape)));
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = std::make_shared<Storage>(backend_for(o.device), static_cast<std::size_t>(n) * es);
+  impl->shape = shape;
+  impl->strides = contiguous_strides(shape);
+  impl->dtype = o.dtype;
+  impl->device = o.device;
+  Tensor t(std::move(impl));
+  if (o.requires_grad) t.set_requires_grad(true);
+  return t;
+}
+
+Tensor full(const Shape& shape, double value, Options o) {
+  const bool rg = o.requires_grad;
+  o.requires_grad = false;
+  Tensor t = empty(shape, o);
+  t.backend().fill(t.desc(), value);
+  if (rg) t.set_requires_grad(true);
+  return t;
+}
+Tensor zeros(const Shape& shape, Options o) { return full(shape, 0.0, o); }
+Tensor ones(const Shape& shape, Options o) { return full(shape, 1.0, o); }
+Tensor scalar(double value, Options o) { return full({}, value, o); }
+
+Tensor arange(std::int64_t end, Options o) { return arange(0, end, 1, o); }
+Tensor arange(std::int64_t start, std::int64_t end, std::int64_t step, Options o) {
+  if (step == 0) throw ValueError("arange: step must not be 0");
+  const std::int64_t n = std::max<std::int64_t>(0, (end - start + step - (step > 0 ? 1 : -1)) / step);
+  std::vector<double> v(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i) v[static_cast<std::size_t>(i)] = static_cast<double>(start + i * step);
+  return from_vector(v, {n}, o);
+}
+
+Tensor from_vector(const std::vector<double>& values, const Shape& shape, Options o) {
+  if (static_cast<std::int64_t>(values.size()) != numel(shape))
+    throw ShapeError(fmt::format("from_vector: {} values do not fill shape {} ({} elements)", values.size(),
+                                 to_string(shape), numel(shape)));
+  const bool rg = o.requires_grad;
+  o.requires_grad = false;
+  Tensor t = empty(shape, o);
+  const std::size_t es = element_size(o.dtype);
+  std::vector<unsigned char> raw(values.size() * es);
+  for (std::size_t i = 0; i < values.size(); ++i) store_from_double(&raw[i * es], o.dtype, values[i]);
+  if (!raw.empty()) t.backend().copy_from_host(t.desc().data, raw.data(), raw.size());
+  if (rg) t.set_requires_grad(true);
+  return t;
+}
+Tensor from_vector(const std::vector<float>& values, const Shape& shape, Options o) {
+  return from_vector(std::vector<double>(values.begin(), values.end()), shape, o);
+}
+Tensor from_vector(const std::vector<std::int64_t>& values, const Shape& shape, Options o) {
+  // int64 ids beyond 2^53 would not survive a detour through double.
+  if (o.dtype == DType::int64) {
+    if (static_cast<std::int64_t>(values.size()) != numel(shape))
+      throw ShapeError(fmt::format("from_vector: {} values do not fill shape {} ({} elements)", values.size(),
+                                   to_string(shape), numel(shape)));
+    Tensor t = empty(shape, o);
+    if (!values.empty()) t.backend().copy_from_host(t.desc().data, values.data(), values.size() * 8);
+    return t;
+  }
+  std::vector<double> d(values.begin(), values.end());
+  return from_vector(d, shape, o);
+}
+
+Tensor empty_like(const Tensor& t) { return empty(t.shape(), {t.dtype(), t.device(), false}); }
+Tensor zeros_like(const Tensor& t) { return zeros(t.shape(), {t.dtype(), t.device(), false}); }
+Tensor ones_like(const Tensor& t) { return ones(t.shape(), {t.dtype(), t.device(), false}); }
+
+std::size_t bytes_in_use(Device device) { return backend_for(device).bytes_in_use(); }
+
+}  // namespace stepformer

@@ -1,0 +1,153 @@
+// The backward engine: accumulation, graph lifetime, grad mode, and in-place detection.
+#include "../helpers.h"
+
+using namespace stepformer;
+using stepformer::test::f64;
+using stepformer::test::max_abs_diff;
+
+TEST_CASE("a tensor used twice gets the sum of both gradients", "[ch00][engine]") {
+  // b = a + a; c = b + b  =>  c = 4a, dc/da = 4 (micrograd's classic bug: overwriting instead of adding).
+  Tensor a = f64({1.5, -2.0}, {2}).set_requires_grad();
+  Tensor b = a + a;
+  Tensor c = b + b;
+  sum(c).backward();
+  CHECK(max_abs_diff(a.grad(), {4.0, 4.0}) == 0.0);
+}
+
+TEST_CASE("diamond-shaped graphs: each node runs after all its consumers", "[ch00][engine]") {
+  Tensor x = f64({2.0}, {1}).set_requires_grad();
+  Tensor y = x * x;      // 2x
+  Tensor z = y * x + y;  // x^3 + x^2 -> 3x^2 + 2x = 16 at x = 2
+  z.backward(ones_like(z));
+  CHECK(x.grad().item() == 16.0);
+}
+
+TEST_CASE("repeated backward calls accumulate into leaves, as in PyTorch", "[ch00][engine]") {
+  Tensor w = f64({1.0, 2.0}, {2}).set_requires_grad();
+  for (int i = 0; i < 3; ++i) sum(w * 3.0).backward();  // a fresh graph each time
+  CHECK(max_abs_diff(w.grad(), {9.0, 9.0}) == 0.0);
+  w.zero_grad();
+  CHECK_FALSE(w.grad().defined());
+  sum(w * 3.0).backward();
+  CHECK(max_abs_diff(w.grad(), {3.0, 3.0}) == 0.0);
+}
+
+TEST_CASE("retain_graph allows a second backward; without it the graph is freed", "[ch00][engine]") {
+  Tensor w = f64({1.0, 2.0}, {2}).set_requires_grad();
+  Tensor loss = sum(w * w);
+  loss.backward({}, /*retain_graph=*/true);
+  loss.backward();
+  CHECK(max_abs_diff(w.grad(), {4.0, 8.0}) == 0.0);
+  REQUIRE_THROWS_WITH_ALL(loss.backward(), AutogradError, "second time", "retain_graph");
+}
+
+TEST_CASE("backward on a non-scalar needs an explicit gradient", "[ch00][engine][errors]") {
+  Tensor w = f64({1.0, 2.0}, {2}).set_requires_grad();
+  Tensor y = w * 2.0;
+  REQUIRE_THROWS_WITH_ALL(y.backward(), AutogradError, "backward", "one-element", "[2]");
+  REQUIRE_THROWS_WITH_ALL(y.backward(f64({1.0}, {1})), ShapeError, "[1]", "[2]");
+  y.backward(f64({1.0, 10.0}, {2}));
+  CHECK(max_abs_diff(w.grad(), {2.0, 20.0}) == 0.0);
+}
+
+TEST_CASE("requires_grad propagates; no-grad guard and detach stop it", "[ch00][engine]") {
+  Tensor w = f64({1.0}, {1}).set_requires_grad();
+  Tensor c = f64({2.0}, {1});
+  CHECK((w * c).requires_grad());
+  CHECK_FALSE((c * c).requires_grad());
+  CHECK_FALSE((w * c).is_leaf());
+  {
+    NoGradGuard guard;
+    CHECK_FALSE(grad_enabled());
+    Tensor y = w * c;
+    CHECK_FALSE(y.requires_grad());
+    CHECK(y.grad_fn() == nullptr);
+  }
+  CHECK(grad_enabled());
+  Tensor d = (w * c).detach();
+  CHECK_FALSE(d.requires_grad());
+  CHECK(d.is_leaf());
+  REQUIRE_THROWS_WITH_ALL(sum(d).backward(), AutogradError, "does not require grad");
+  REQUIRE_THROWS_WITH_ALL((w * c).set_requires_grad(false), AutogradError, "only leaves", "mul");
+}
+
+TEST_CASE("gradients flow only to inputs that require them", "[ch00][engine]") {
+  Tensor a = f64({1.0, 2.0}, {2}).set_requires_grad();
+  Tensor b = f64({3.0, 4.0}, {2});
+  sum(a * b).backward();
+  CHECK(max_abs_diff(a.grad(), {3.0, 4.0}) == 0.0);
+  CHECK_FALSE(b.grad().defined());
+}
+
+TEST_CASE("the graph is released after backward: a 2,000-step loop keeps memory flat", "[ch00][engine]") {
+  Generator gen(3);
+  Tensor w = randn({16, 8}, gen).set_requires_grad();
+  Tensor x = randn({4, 16}, gen);
+  std::size_t bytes_after_warmup = 0;
+  std::int64_t nodes_after_warmup = 0;
+  for (int step = 0; step < 2000; ++step) {
+    {
+      Tensor loss = mean(pow(tanh(matmul(x, w)), 2.0));
+      loss.backward();
+      NoGradGuard no_grad;
+      add_(w, w.grad(), -0.01);
+      w.zero_grad();
+    }  // everything of this step is out of scope here
+    if (step == 9) {
+      bytes_after_warmup = bytes_in_use();
+      nodes_after_warmup = Node::live_count();
+    }
+  }
+  CHECK(bytes_in_use() == bytes_after_warmup);
+  CHECK(Node::live_count() == nodes_after_warmup);
+}
+
+TEST_CASE("a graph that goes out of scope frees its nodes and saved tensors", "[ch00][engine]") {
+  const std::int64_t nodes_before = Node::live_count();
+  const std::size_t bytes_before = bytes_in_use();
+  {
+    Tensor w = ones({64, 64}).set_requires_grad();
+    Tensor y = sum(exp(matmul(w, w)) * 0.0);  // never backpropagated
+    CHECK(Node::live_count() > nodes_before);
+  }
+  CHECK(Node::live_count() == nodes_before);
+  CHECK(bytes_in_use() == bytes_before);
+}
+
+TEST_CASE("backward walks a 100,000-op chain without recursion", "[ch00][engine]") {
+  Tensor x = f64({1.0}, {1}).set_requires_grad();
+  Tensor y = x;
+  for (int i = 0; i < 100000; ++i) y = y + 0.0;
+  y.backward();
+  CHECK(x.grad().item() == 1.0);
+}
+
+TEST_CASE("an in-place change to a tensor saved for backward is detected", "[ch00][engine][errors]") {
+  Tensor w = f64({1.0, 2.0}, {2}).set_requires_grad();
+  Tensor x = f64({3.0, 4.0}, {2});
+  Tensor y = sum(w * x);  // mul saved x
+  fill_(x, 0.0);          // ...which is now changed
+  REQUIRE_THROWS_WITH_ALL(y.backward(), InplaceError, "backward of 'mul'", "modified in place", "version");
+
+  Tensor e = exp(w);                               // exp saved its own output
+  Tensor view_of_e = narrow(e.detach(), 0, 0, 1);  // a view shares the version counter
+  fill_(view_of_e, 5.0);
+  REQUIRE_THROWS_WITH_ALL(sum(e).backward(), InplaceError, "exp");
+}
+
+TEST_CASE("in-place writes to tensors that require grad are refused while grad mode is on", "[ch00][engine][errors]") {
+  Tensor w = f64({1.0, 2.0}, {2}).set_requires_grad();
+  REQUIRE_THROWS_WITH_ALL(fill_(w, 0.0), AutogradError, "fill_", "NoGradGuard");
+  NoGradGuard guard;
+  fill_(w, 0.5);
+  CHECK(w.at({1}) == 0.5);
+}
+
+TEST_CASE("to(dtype) is differentiable between float types", "[ch00][engine]") {
+  Tensor a = f64({1.0, 2.0}, {2}).set_requires_grad();
+  Tensor y = a.to(DType::float32) * 3.0;
+  CHECK(y.dtype() == DType::float32);
+  sum(y).backward();
+  REQUIRE(a.grad().dtype() == DType::float64);
+  CHECK(max_abs_diff(a.grad(), {3.0, 3.0}) == 0.0);
+}

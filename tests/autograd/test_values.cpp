@@ -1,0 +1,129 @@
+// Forward values against closed forms and values printed by PyTorch 1.13 (quoted in each test).
+#include <catch2/catch_approx.hpp>
+
+#include "../helpers.h"
+
+using namespace stepformer;
+using stepformer::test::f64;
+using stepformer::test::max_abs_diff;
+
+TEST_CASE("softmax and log_softmax values, stable for large inputs", "[ch00][values]") {
+  // torch.softmax(torch.tensor([1., 2., 3.]), 0)
+  CHECK(max_abs_diff(softmax(f64({1, 2, 3}, {3})), {0.09003057317038046, 0.24472847105479767, 0.6652409557748219}) <
+        1e-15);
+  CHECK(max_abs_diff(softmax(f64({1000, 1001}, {2})), {0.2689414213699951, 0.7310585786300049}) < 1e-15);
+  CHECK(max_abs_diff(log_softmax(f64({1000, 1001}, {2})), {-1.3132616875182228, -0.3132616875182228}) < 1e-12);
+  const Tensor rows = softmax(f64({1, 2, 3, 4, 5, 6}, {2, 3}), 0);  // over columns
+  CHECK(rows.at({0, 0}) + rows.at({1, 0}) == Catch::Approx(1.0));
+}
+
+TEST_CASE("masked positions get exactly zero attention weight", "[ch00][values]") {
+  const Tensor scores = f64({0.3, 2.0, -1.0, 0.5}, {1, 4});
+  const Tensor mask = from_vector(std::vector<double>{0, 1, 0, 1}, {1, 4}, {DType::boolean});
+  const Tensor w = softmax(masked_fill(scores, mask, -INFINITY));
+  CHECK(w.at({0, 1}) == 0.0);
+  CHECK(w.at({0, 3}) == 0.0);
+  CHECK(w.at({0, 0}) + w.at({0, 2}) == Catch::Approx(1.0));
+}
+
+TEST_CASE("gelu is the exact erf form; relu and tanh", "[ch00][values]") {
+  // torch.nn.functional.gelu(torch.tensor([-1., 0., 1.], dtype=torch.float64))
+  CHECK(max_abs_diff(gelu(f64({-1, 0, 1}, {3})), {-0.15865525393145707, 0.0, 0.8413447460685429}) < 1e-15);
+  CHECK(relu(f64({-1, 0, 2}, {3})).to_vector<double>() == std::vector<double>{0, 0, 2});
+  CHECK(max_abs_diff(tanh(f64({0.5}, {1})), {0.46211715726000974}) < 1e-15);
+}
+
+TEST_CASE("layer_norm: biased variance, eps inside the sqrt (seed 002's hand-rolled norm differs)", "[ch00][values]") {
+  // torch.nn.functional.layer_norm(torch.tensor([[1., 2., 3., 4.]], dtype=torch.float64), (4,))
+  const Tensor y = layer_norm(f64({1, 2, 3, 4}, {1, 4}), {}, {});
+  CHECK(max_abs_diff(y, {-1.3416354199, -0.4472118066, 0.4472118066, 1.3416354199}) < 1e-9);
+  const Tensor ya = layer_norm(f64({1, 2, 3, 4}, {1, 4}), f64({1, 2, 1, 1}, {4}), f64({0, 0, 0, 10}, {4}));
+  CHECK(max_abs_diff(ya, {-1.3416354199, -0.8944236132, 0.4472118066, 11.3416354199}) < 1e-9);
+}
+
+TEST_CASE("cross_entropy: plain, label smoothing, ignore_index, reductions", "[ch00][values]") {
+  const Tensor logits = f64({1, 2, 3, 1, 1, 1}, {2, 3});
+  auto t = [](std::vector<std::int64_t> v) { return from_vector(v, {2}, {DType::int64}); };
+  // torch.nn.functional.cross_entropy(logits, torch.tensor([2, 0]))
+  const double row0 = 0.40760596444437555, row1 = 1.0986122886681098;
+  CHECK(cross_entropy(logits, t({2, 0})).item() == Catch::Approx((row0 + row1) / 2).epsilon(1e-14));
+  CHECK(cross_entropy(logits, t({2, -100})).item() == Catch::Approx(row0).epsilon(1e-13));  // mean over 1
+  CHECK(cross_entropy(logits, t({2, 7}), 7).item() == Catch::Approx(row0).epsilon(1e-13));
+  CHECK(cross_entropy(logits, t({2, 0}), -100, 0.0, Reduction::sum).item() == Catch::Approx(row0 + row1));
+  CHECK(max_abs_diff(cross_entropy(logits, t({2, 0}), -100, 0.0, Reduction::none), {row0, row1}) < 1e-14);
+  // label_smoothing=0.1: 0.9 * nll + 0.1 * mean_c(-log p_c); row 1 is uniform, so unchanged.
+  CHECK(cross_entropy(logits, t({2, 0}), -100, 0.1, Reduction::none).at({0}) ==
+        Catch::Approx(0.9 * row0 + 0.1 * 1.4076059644443755).epsilon(1e-14));
+}
+
+TEST_CASE("matmul values, including batched and broadcast", "[ch00][values]") {
+  const Tensor a = f64({1, 2, 3, 4, 5, 6}, {2, 3});
+  const Tensor b = f64({1, 0, 0, 1, 1, 1}, {3, 2});
+  CHECK(matmul(a, b).to_vector<double>() == std::vector<double>{4, 5, 10, 11});
+  CHECK(matmul(transpose(b, 0, 1), transpose(a, 0, 1)).to_vector<double>() == std::vector<double>{4, 10, 5, 11});
+  const Tensor batch = stack({a, a * 2.0}, 0);  // [2, 2, 3]
+  CHECK(matmul(batch, b).to_vector<double>() == std::vector<double>{4, 5, 10, 11, 8, 10, 20, 22});
+  CHECK(matmul(f64({1, 1, 1}, {3}), b).to_vector<double>() == std::vector<double>{2, 2});
+}
+
+TEST_CASE("max shares the gradient among ties (torch.amax)", "[ch00][values]") {
+  Tensor x = f64({1, 3, 3, 2}, {4}).set_requires_grad();
+  Tensor m = max(x);
+  CHECK(m.item() == 3.0);
+  m.backward();
+  CHECK(x.grad().to_vector<double>() == std::vector<double>{0, 0.5, 0.5, 0});
+  CHECK(max(f64({1, 5, 3, 2}, {2, 2}), {1}, true).to_vector<double>() == std::vector<double>{5, 3});
+}
+
+TEST_CASE("sum and mean over dims with keepdim", "[ch00][values]") {
+  const Tensor x = arange(24, {DType::float64});
+  const Tensor c = view(x, {2, 3, 4});
+  CHECK(sum(c, {1}).shape() == Shape{2, 4});
+  CHECK(sum(c, {1}, true).shape() == Shape{2, 1, 4});
+  CHECK(sum(c, {0, 2}).to_vector<double>() == std::vector<double>{60, 92, 124});
+  CHECK(mean(c).item() == 11.5);
+  CHECK(sum(c).dim() == 0);
+  CHECK(sum_to(ones({2, 3, 4}), {3, 1}).to_vector<double>() == std::vector<double>{8, 8, 8});
+}
+
+TEST_CASE("embedding: lookup, repeated ids accumulate, padding row gets no gradient", "[ch00][values]") {
+  Tensor w = f64({0, 1, 10, 11, 20, 21}, {3, 2}).set_requires_grad();
+  const Tensor ids = from_vector(std::vector<std::int64_t>{2, 0, 2, 1}, {2, 2}, {DType::int64});
+  const Tensor e = embedding(w, ids, 1);
+  CHECK(e.shape() == Shape{2, 2, 2});
+  CHECK(e.to_vector<double>() == std::vector<double>{20, 21, 0, 1, 20, 21, 10, 11});
+  sum(e).backward();
+  CHECK(w.grad().to_vector<double>() == std::vector<double>{1, 1, 0, 0, 2, 2});
+}
+
+TEST_CASE("adam_update_ matches one step of torch.optim.Adam and AdamW", "[ch00][values]") {
+  NoGradGuard no_grad;
+  AdamConfig cfg;
+  cfg.lr = 0.1;
+  Tensor p = f64({1.0, -1.0}, {2}), g = f64({0.5, -2.0}, {2});
+  Tensor m = zeros({2}, {DType::float64}), v = zeros({2}, {DType::float64});
+  adam_update_(p, g, m, v, cfg);  // first step: p - lr * g / (|g| + eps)
+  CHECK(max_abs_diff(p, {1.0 - 0.1 * 0.5 / (0.5 + 1e-8), -1.0 + 0.1 * 2.0 / (2.0 + 1e-8)}) < 1e-15);
+  CHECK(max_abs_diff(m, {0.05, -0.2}) < 1e-15);
+  CHECK(max_abs_diff(v, {0.00025, 0.004}) < 1e-15);
+
+  cfg.decoupled = true;
+  cfg.weight_decay = 0.1;
+  Tensor q = f64({1.0}, {1}), gq = f64({0.5}, {1});
+  Tensor mq = zeros({1}, {DType::float64}), vq = zeros({1}, {DType::float64});
+  adam_update_(q, gq, mq, vq, cfg);  // AdamW: q * (1 - lr * wd) - lr * ...
+  CHECK(q.item() == Catch::Approx(1.0 * (1 - 0.01) - 0.1 * 0.5 / (0.5 + 1e-8)).epsilon(1e-15));
+}
+
+TEST_CASE("in-place helpers: fill_, copy_ with broadcast and cast, add_", "[ch00][values]") {
+  Tensor a = zeros({2, 3});
+  copy_(a, f64({1, 2, 3}, {3}));
+  CHECK(a.to_vector<double>() == std::vector<double>{1, 2, 3, 1, 2, 3});
+  add_(a, ones({2, 3}), 2.0);
+  CHECK(a.to_vector<double>() == std::vector<double>{3, 4, 5, 3, 4, 5});
+  Tensor col = narrow(a, 1, 0, 1);
+  fill_(col, -1.0);
+  CHECK(a.to_vector<double>() == std::vector<double>{-1, 4, 5, -1, 4, 5});
+  Tensor e = expand(zeros({1}), {3});
+  REQUIRE_THROWS_WITH_ALL(fill_(e, 1.0), ValueError, "expanded");
+}

@@ -1,0 +1,50 @@
+#pragma once
+// Small helpers shared by the tests.
+#include <catch2/catch_test_macros.hpp>
+#include <catch2/matchers/catch_matchers_floating_point.hpp>
+#include <catch2/matchers/catch_matchers_string.hpp>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "autograd/autograd.h"
+
+namespace stepformer::test {
+
+// A float64 leaf with values drawn from U[low, high) (seeded: the same on every run).
+inline Tensor f64_input(const Shape& shape, std::uint64_t seed, double low = -1.0, double high = 1.0) {
+  Generator gen(seed);
+  return uniform(shape, low, high, gen, {DType::float64, kCPU, true});
+}
+
+inline Tensor f64(const std::vector<double>& v, const Shape& shape) {
+  return from_vector(v, shape, {DType::float64, kCPU, false});
+}
+
+// The largest |a - b| over all elements; prints both when shapes differ.
+inline double max_abs_diff(const Tensor& a, const std::vector<double>& expected) {
+  const auto got = a.to_vector<double>();
+  if (got.size() != expected.size()) return INFINITY;
+  double m = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) m = std::max(m, std::abs(got[i] - expected[i]));
+  return m;
+}
+
+inline double max_abs_diff(const Tensor& a, const Tensor& b) { return max_abs_diff(a, b.to_vector<double>()); }
+
+}  // namespace stepformer::test
+
+// Checks the exception's type and that its message contains every fragment.
+#define REQUIRE_THROWS_WITH_ALL(expr, Type, ...)                                                           \
+  do {                                                                                                     \
+    bool thrown_ = false;                                                                                  \
+    try {                                                                                                  \
+      (void)(expr);                                                                                        \
+    } catch (const Type& e_) {                                                                             \
+      thrown_ = true;                                                                                      \
+      const std::string msg_ = e_.what();                                                                  \
+      INFO("message: " << msg_);                                                                           \
+      for (const char* frag_ : {__VA_ARGS__}) CHECK_THAT(msg_, Catch::Matchers::ContainsSubstring(frag_)); \
+    }                                                                                                      \
+    if (!thrown_) FAIL("expected " #Type " from: " #expr);                                                 \
+  } while (0)
