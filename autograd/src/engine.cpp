@@ -53,7 +53,23 @@ void manual_seed(std::uint64_t seed) { default_generator() = Generator(seed); }
 
 // --- nodes ----------------------------------------------------------------------------------------------
 Node::Node() { ++g_live_nodes; }
-Node::~Node() { --g_live_nodes; }
+// Releasing a long chain the natural way recurses once per node (each node's destructor drops the
+// last reference to the next) and overflows the stack. Instead, take the children only this node owns
+// and release them in a loop, so the depth of destruction stays 2 however long the graph.
+Node::~Node() {
+  --g_live_nodes;
+  std::vector<std::shared_ptr<Node>> orphans;
+  auto adopt = [&orphans](Node& n) {
+    for (Edge& e : n.edges)
+      if (e.to && e.to.use_count() == 1) orphans.push_back(std::move(e.to));
+  };
+  adopt(*this);
+  while (!orphans.empty()) {
+    std::shared_ptr<Node> n = std::move(orphans.back());
+    orphans.pop_back();
+    adopt(*n);
+  }  // n is destroyed here with no children left to recurse into
+}
 std::int64_t Node::live_count() { return g_live_nodes.load(); }
 
 namespace {

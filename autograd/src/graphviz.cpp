@@ -24,10 +24,14 @@ std::string to_dot(const Tensor& root) {
     if (n->is_accumulator()) {
       auto leaf = n->leaf.lock();
       const std::string name = leaf && !leaf->name.empty() ? leaf->name : "leaf";
+      std::string values;  // a one-element leaf shows its value and gradient, as micrograd's draw_dot
+      if (leaf && numel(leaf->shape) == 1) {
+        values = fmt::format("\\ndata {:.4g}", Tensor(leaf).item());
+        if (leaf->grad.defined()) values += fmt::format(" | grad {:.4g}", leaf->grad.item());
+      }
       dot += fmt::format(
-          "  n{} [label=\"{}\\n{}\\nrequires_grad\", shape=ellipse, style=filled, "
-          "fillcolor=\"#dbeafe\"];\n",
-          id, name, to_string(n->shape));
+          "  n{} [label=\"{}\\n{}{}\\nrequires_grad\", shape=ellipse, style=filled, fillcolor=\"#dbeafe\"];\n", id,
+          name, to_string(n->shape), values);
       continue;
     }
     dot += fmt::format("  n{} [label=\"{}\\n{}\", shape=box];\n", id, op_info(n->op).name, to_string(n->shape));

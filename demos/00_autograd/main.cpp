@@ -1,1 +1,213 @@
-int main() {}
+// Chapter 00 — autograd. Read docs/00_autograd.md beside this file.
+//
+// Part 1 is micrograd's worked example, L = (a*b + c) * f, with every value and gradient printed and
+// its graph written as Graphviz. Part 2 trains a 2-16-16-2 MLP on "two moons" with plain SGD and shows
+// the loss going down and the learned decision regions as text.
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "autograd/autograd.h"
+
+namespace sf = stepformer;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Args {
+  int steps = 300;
+  double lr = 0.5;
+  std::uint64_t seed = 1;
+  fs::path out = "stepformer-out";
+};
+
+void usage() {
+  std::puts(
+      "00_autograd: reverse-mode autograd on a micrograd-sized example, then a tiny MLP.\n"
+      "usage: 00_autograd [--steps N] [--lr X] [--seed S] [--out DIR]\n"
+      "  --steps N   SGD steps for the MLP (default 300)\n"
+      "  --lr X      learning rate (default 0.5)\n"
+      "  --seed S    seed for data and weights (default 1)\n"
+      "  --out DIR   where the graph files go (default ./stepformer-out)");
+}
+
+Args parse(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    const std::string flag = argv[i];
+    if (flag == "--help" || flag == "-h") {
+      usage();
+      std::exit(0);
+    }
+    if (i + 1 >= argc) throw std::invalid_argument("missing value after " + flag);
+    const std::string value = argv[++i];
+    if (flag == "--steps")
+      a.steps = std::stoi(value);
+    else if (flag == "--lr")
+      a.lr = std::stod(value);
+    else if (flag == "--seed")
+      a.seed = std::stoull(value);
+    else if (flag == "--out")
+      a.out = value;
+    else
+      throw std::invalid_argument("unknown option " + flag);
+  }
+  if (a.steps < 1) throw std::invalid_argument("--steps must be at least 1");
+  return a;
+}
+
+// Written to a temporary file first and renamed: a reader never sees half a file.
+void write_atomically(const fs::path& path, const std::string& text) {
+  const fs::path tmp = path.string() + ".tmp";
+  {
+    std::ofstream f(tmp, std::ios::binary);
+    f << text;
+    if (!f.flush()) throw std::runtime_error("cannot write " + tmp.string());
+  }
+  fs::rename(tmp, path);
+}
+
+// --- part 1 ----------------------------------------------------------------------------------------------
+void worked_example(const Args& args) {
+  std::puts("== Part 1: L = (a*b + c) * f, micrograd's example, as 0-dim tensors");
+  auto leaf = [](double v, const char* name) {
+    return sf::scalar(v, {sf::DType::float64}).set_requires_grad().set_name(name);
+  };
+  sf::Tensor a = leaf(2.0, "a"), b = leaf(-3.0, "b"), c = leaf(10.0, "c"), f = leaf(-2.0, "f");
+  sf::Tensor e = a * b;  // -6
+  sf::Tensor d = e + c;  // 4
+  sf::Tensor L = d * f;  // -8
+  L.set_name("L");
+  fmt::print("forward : e = a*b = {}, d = e+c = {}, L = d*f = {}\n", e.item(), d.item(), L.item());
+  L.backward();
+  fmt::print("backward: dL/da = {} (= f*b), dL/db = {} (= f*a), dL/dc = {} (= f), dL/df = {} (= d)\n", a.grad().item(),
+             b.grad().item(), c.grad().item(), f.grad().item());
+
+  fs::create_directories(args.out);
+  const fs::path dot = args.out / "00_graph.dot", svg = args.out / "00_graph.svg";
+  // The graph was freed by backward (no retain_graph); its shape is still there to draw.
+  write_atomically(dot, sf::to_dot(L));
+  const std::string cmd = fmt::format("dot -Tsvg '{}' -o '{}.tmp' 2>/dev/null && mv '{}.tmp' '{}'", dot.string(),
+                                      svg.string(), svg.string(), svg.string());
+  if (std::system(cmd.c_str()) == 0)
+    fmt::print("graph   : {} and {}\n", dot.string(), svg.string());
+  else
+    fmt::print("graph   : {} (install graphviz for an SVG: apt-get install graphviz)\n", dot.string());
+}
+
+// --- part 2 ----------------------------------------------------------------------------------------------
+// Two interleaved half circles with noise; class 0 on top, class 1 below (sklearn's make_moons).
+std::pair<sf::Tensor, sf::Tensor> two_moons(std::int64_t n, sf::Generator& gen) {
+  const auto t = sf::rand({n}, gen, {sf::DType::float64}).to_vector<double>();
+  const auto noise = sf::normal({n, 2}, 0.0, 0.1, gen, {sf::DType::float64}).to_vector<double>();
+  std::vector<double> xy(static_cast<std::size_t>(2 * n));
+  std::vector<std::int64_t> label(static_cast<std::size_t>(n));
+  for (std::size_t i = 0; i < label.size(); ++i) {
+    const double angle = M_PI * t[i];
+    label[i] = static_cast<std::int64_t>(i % 2);
+    const double x = label[i] == 0 ? std::cos(angle) : 1.0 - std::cos(angle);
+    const double y = label[i] == 0 ? std::sin(angle) : 0.5 - std::sin(angle);
+    xy[2 * i] = x + noise[2 * i];
+    xy[2 * i + 1] = y + noise[2 * i + 1];
+  }
+  return {sf::from_vector(xy, {n, 2}), sf::from_vector(label, {n}, {sf::DType::int64})};
+}
+
+struct Mlp {
+  sf::Tensor w1, b1, w2, b2, w3, b3;  // [2,16] [16] [16,16] [16] [16,2] [2]
+
+  explicit Mlp(sf::Generator& gen) {
+    // U(-1/sqrt(fan_in), 1/sqrt(fan_in)), as torch.nn.Linear's bias (and close to its weights).
+    auto param = [&gen](sf::Shape shape, std::int64_t fan_in, const char* name) {
+      const double bound = 1.0 / std::sqrt(static_cast<double>(fan_in));
+      return sf::uniform(shape, -bound, bound, gen).set_requires_grad().set_name(name);
+    };
+    w1 = param({2, 16}, 2, "w1"), b1 = param({16}, 2, "b1");
+    w2 = param({16, 16}, 16, "w2"), b2 = param({16}, 16, "b2");
+    w3 = param({16, 2}, 16, "w3"), b3 = param({2}, 16, "b3");
+  }
+  sf::Tensor forward(const sf::Tensor& x) const {             // x [N, 2] -> logits [N, 2]
+    const sf::Tensor h1 = sf::tanh(sf::matmul(x, w1) + b1);   // [N, 16]
+    const sf::Tensor h2 = sf::tanh(sf::matmul(h1, w2) + b2);  // [N, 16]
+    return sf::matmul(h2, w3) + b3;                           // [N, 2]
+  }
+  std::vector<sf::Tensor*> parameters() { return {&w1, &b1, &w2, &b2, &w3, &b3}; }
+};
+
+double accuracy(const sf::Tensor& logits, const sf::Tensor& labels) {
+  const auto l = logits.to_vector<double>();
+  const auto y = labels.to_vector<std::int64_t>();
+  std::size_t right = 0;
+  for (std::size_t i = 0; i < y.size(); ++i) right += (l[2 * i + 1] > l[2 * i]) == (y[i] == 1);
+  return static_cast<double>(right) / static_cast<double>(y.size());
+}
+
+// The learned regions as text: '.' / ':' for the predicted class, 'o' / 'x' for training points.
+void draw_regions(const Mlp& mlp, const sf::Tensor& x, const sf::Tensor& y) {
+  const int W = 60, H = 20;
+  const double x0 = -1.5, x1 = 2.5, y0 = -1.0, y1 = 1.5;
+  std::vector<double> grid;
+  for (int r = 0; r < H; ++r)
+    for (int c = 0; c < W; ++c) {
+      grid.push_back(x0 + (x1 - x0) * (c + 0.5) / W);
+      grid.push_back(y1 - (y1 - y0) * (r + 0.5) / H);
+    }
+  sf::NoGradGuard no_grad;
+  const auto logits = mlp.forward(sf::from_vector(grid, {W * H, 2})).to_vector<double>();
+  std::vector<std::string> canvas(H, std::string(W, ' '));
+  for (int i = 0; i < W * H; ++i) canvas[i / W][i % W] = logits[2 * i + 1] > logits[2 * i] ? ':' : '.';
+  const auto pts = x.to_vector<double>();
+  const auto labels = y.to_vector<std::int64_t>();
+  for (std::size_t i = 0; i < labels.size(); ++i) {
+    const int c = static_cast<int>((pts[2 * i] - x0) / (x1 - x0) * W),
+              r = static_cast<int>((y1 - pts[2 * i + 1]) / (y1 - y0) * H);
+    if (c >= 0 && c < W && r >= 0 && r < H) canvas[r][c] = labels[i] == 0 ? 'o' : 'x';
+  }
+  std::puts("decision regions ('.' class 0, ':' class 1; o and x are the training points):");
+  for (const auto& line : canvas) fmt::print("  |{}|\n", line);
+}
+
+void train_mlp(const Args& args) {
+  std::puts("\n== Part 2: a 2-16-16-2 MLP learns two moons with SGD (cross-entropy loss)");
+  sf::Generator gen(args.seed);
+  const auto [x, y] = two_moons(200, gen);  // x [200, 2], y [200]
+  Mlp mlp(gen);
+  std::int64_t count = 0;
+  for (sf::Tensor* p : mlp.parameters()) count += p->numel();
+  fmt::print("data: {} points; model: {} parameters; {} steps at lr {}\n", x.size(0), count, args.steps, args.lr);
+
+  for (int step = 1; step <= args.steps; ++step) {
+    const sf::Tensor logits = mlp.forward(x);
+    const sf::Tensor loss = sf::cross_entropy(logits, y);
+    loss.backward();  // fills p.grad() for each parameter
+    {
+      sf::NoGradGuard no_grad;  // the update itself must not be recorded
+      for (sf::Tensor* p : mlp.parameters()) {
+        sf::add_(*p, p->grad(), -args.lr);
+        p->zero_grad();
+      }
+    }
+    if (step == 1 || step % (args.steps / 10 > 0 ? args.steps / 10 : 1) == 0 || step == args.steps)
+      fmt::print("step {:4d}  loss {:.4f}  accuracy {:5.1f}%\n", step, loss.item(), 100 * accuracy(logits, y));
+  }
+  draw_regions(mlp, x, y);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    const Args args = parse(argc, argv);
+    worked_example(args);
+    train_mlp(args);
+    return 0;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "00_autograd: {}\n", e.what());
+    return 1;
+  }
+}
