@@ -120,36 +120,27 @@ Tensor rsqrt(const Tensor& a) {
   return out;
 }
 
+namespace {
+// An activation whose backward is one kernel, grad_in = backward(g, saved): `saved` is the input for
+// relu and gelu, and the output for tanh (its derivative 1 - y^2 needs only y).
+Tensor activation(Op op, const char* name, UnaryOp forward, BinaryOp backward, const Tensor& a, bool saves_output) {
+  Tensor out = floating_unary(name, forward, a);
+  const Tensor saved = saves_output ? out.detach() : a.detach();
+  record(op, out,
+         {{a, [saved, backward](const Tensor& g) { return binary_kernel("backward", backward, g, saved, g.dtype()); }}},
+         {saved});
+  return out;
+}
+}  // namespace
+
 Tensor tanh(const Tensor& a) {
-  Tensor out = floating_unary("tanh", UnaryOp::tanh, a);
-  const Tensor y = out.detach();
-  record(
-      Op::tanh, out,
-      {{a, [y](const Tensor& g) { return binary_kernel("tanh_backward", BinaryOp::tanh_backward, g, y, g.dtype()); }}},
-      {y});
-  return out;
+  return activation(Op::tanh, "tanh", UnaryOp::tanh, BinaryOp::tanh_backward, a, /*saves_output=*/true);
 }
-
 Tensor relu(const Tensor& a) {
-  Tensor out = floating_unary("relu", UnaryOp::relu, a);
-  const Tensor sa = a.detach();
-  record(
-      Op::relu, out,
-      {{a,
-        [sa](const Tensor& g) { return binary_kernel("relu_backward", BinaryOp::relu_backward, g, sa, g.dtype()); }}},
-      {a});
-  return out;
+  return activation(Op::relu, "relu", UnaryOp::relu, BinaryOp::relu_backward, a, /*saves_output=*/false);
 }
-
 Tensor gelu(const Tensor& a) {
-  Tensor out = floating_unary("gelu", UnaryOp::gelu, a);
-  const Tensor sa = a.detach();
-  record(
-      Op::gelu, out,
-      {{a,
-        [sa](const Tensor& g) { return binary_kernel("gelu_backward", BinaryOp::gelu_backward, g, sa, g.dtype()); }}},
-      {a});
-  return out;
+  return activation(Op::gelu, "gelu", UnaryOp::gelu, BinaryOp::gelu_backward, a, /*saves_output=*/false);
 }
 
 // --- comparisons and selection --------------------------------------------------------------------------
