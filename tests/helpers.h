@@ -1,5 +1,6 @@
 #pragma once
 // Small helpers shared by the tests.
+#include <catch2/catch_approx.hpp>
 #include <catch2/catch_test_macros.hpp>
 #include <catch2/matchers/catch_matchers_floating_point.hpp>
 #include <catch2/matchers/catch_matchers_string.hpp>
@@ -31,6 +32,26 @@ inline double max_abs_diff(const Tensor& a, const std::vector<double>& expected)
 }
 
 inline double max_abs_diff(const Tensor& a, const Tensor& b) { return max_abs_diff(a, b.to_vector<double>()); }
+
+// True when every |actual - expected| <= atol + rtol * |expected| and the shapes agree; on failure the
+// surrounding CHECK prints the shapes, the max difference and the first values of both (llm.c style).
+inline bool close(const Tensor& actual, const Tensor& expected, double atol = 1e-5, double rtol = 1e-5) {
+  const auto a = actual.to_vector<double>(), e = expected.to_vector<double>();
+  bool ok = actual.shape() == expected.shape();
+  double worst = 0;
+  for (std::size_t i = 0; ok && i < a.size(); ++i) {
+    worst = std::max(worst, std::abs(a[i] - e[i]));
+    ok = std::abs(a[i] - e[i]) <= atol + rtol * std::abs(e[i]);
+  }
+  if (!ok) {
+    std::string first;
+    for (std::size_t i = 0; i < std::min<std::size_t>(a.size(), 4); ++i)
+      first += " (" + std::to_string(a[i]) + " vs " + std::to_string(e[i]) + ")";
+    UNSCOPED_INFO("shapes " << to_string(actual.shape()) << " vs " << to_string(expected.shape()) << ", max |diff| "
+                            << worst << ", first values (ours vs reference):" << first);
+  }
+  return ok;
+}
 
 }  // namespace stepformer::test
 

@@ -16,6 +16,8 @@ Storage::Storage(Backend& b, std::size_t n) : backend(&b), data(b.allocate(n)), 
 Storage::~Storage() { backend->deallocate(data, bytes); }
 
 namespace {
+thread_local LeafObserver* g_leaf_observer = nullptr;  // the innermost LeafObserver on this thread
+
 const TensorImpl& checked(const std::shared_ptr<TensorImpl>& impl) {
   if (!impl) throw Error("use of an undefined tensor (default-constructed Tensor)");
   return *impl;
@@ -61,8 +63,35 @@ Tensor& Tensor::set_requires_grad(bool on) {
   if (on && !is_floating(dtype()))
     throw DTypeError(
         fmt::format("set_requires_grad: only floating tensors can require grad, got {}", dtype_name(dtype())));
+  if (on && !impl_->requires_grad)
+    for (LeafObserver* o = g_leaf_observer; o != nullptr; o = o->previous_) o->seen_.emplace_back(impl_, impl_->shape);
   impl_->requires_grad = on;
   return *this;
+}
+
+LeafObserver::LeafObserver() : previous_(g_leaf_observer) { g_leaf_observer = this; }
+LeafObserver::~LeafObserver() { g_leaf_observer = previous_; }
+std::vector<LeafObserver::Record> LeafObserver::records() const {
+  std::vector<Record> out;
+  for (const auto& [weak, shape] : seen_) {
+    auto impl = weak.lock();
+    out.push_back({impl ? Tensor(std::move(impl)) : Tensor(), shape});
+  }
+  return out;
+}
+
+void Tensor::set_data(const Tensor& src) {
+  TensorImpl& self = const_cast<TensorImpl&>(checked(impl_));
+  const TensorImpl& other = checked(src.impl_);
+  if (!is_leaf()) throw AutogradError("set_data: only a leaf's data can be replaced (this tensor was made by an op)");
+  self.storage = other.storage;
+  self.shape = other.shape;
+  self.strides = other.strides;
+  self.offset = other.offset;
+  self.dtype = other.dtype;
+  self.device = other.device;
+  self.grad = Tensor();
+  self.grad_accumulator = nullptr;  // a graph recorded before now refers to the old data
 }
 
 Tensor& Tensor::set_name(std::string n) {

@@ -58,6 +58,9 @@ class Tensor {
   void backward(const Tensor& grad = {}, bool retain_graph = false) const;
   const std::shared_ptr<Node>& grad_fn() const;
   Tensor detach() const;  // same storage, no history, requires_grad false
+  // Makes this tensor (and every handle to it) see `src`'s data, shape, dtype and device, keeping its
+  // identity, name and requires_grad; forgets its grad. PyTorch's `t.data = src`; for Module::to().
+  void set_data(const Tensor& src);
 
   const std::string& name() const;  // optional label, shown by to_dot
   Tensor& set_name(std::string name);
@@ -123,6 +126,27 @@ Tensor from_vector(const std::vector<std::int64_t>& values, const Shape& shape, 
 Tensor zeros_like(const Tensor& t);
 Tensor ones_like(const Tensor& t);
 Tensor empty_like(const Tensor& t);  // contiguous, same dtype and device
+
+// Records every tensor made to require grad (set_requires_grad) on this thread while it is alive, so
+// a test can check that every parameter a model creates is registered with it — including one that was
+// created inside forward() and is already gone (a layer built in forward, seed 000's bug).
+class LeafObserver {
+ public:
+  struct Record {
+    Tensor tensor;  // undefined once the tensor no longer exists
+    Shape shape;    // its shape when it was recorded
+  };
+  LeafObserver();
+  ~LeafObserver();
+  LeafObserver(const LeafObserver&) = delete;
+  LeafObserver& operator=(const LeafObserver&) = delete;
+  std::vector<Record> records() const;
+
+ private:
+  std::vector<std::pair<std::weak_ptr<TensorImpl>, Shape>> seen_;
+  LeafObserver* previous_;
+  friend class Tensor;
+};
 
 // Memory in use by a device's allocations, in bytes (leak tests and the demo's report).
 std::size_t bytes_in_use(Device device = kCPU);

@@ -1,0 +1,152 @@
+// The safetensors format: exact layout, bit-exact round trips, PyTorch-written files, and every kind of
+// malformed file rejected with a clear error (never a crash).
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "../helpers.h"
+#include "nn/safetensors.h"
+
+using namespace stepformer;
+namespace fs = std::filesystem;
+
+namespace {
+std::vector<std::byte> bytes_of(std::uint64_t header_len, const std::string& header, std::size_t data_bytes) {
+  std::vector<std::byte> out(8 + header.size() + data_bytes, std::byte{0});
+  for (int i = 0; i < 8; ++i) out[static_cast<std::size_t>(i)] = static_cast<std::byte>((header_len >> (8 * i)) & 0xff);
+  std::memcpy(out.data() + 8, header.data(), header.size());
+  return out;
+}
+std::vector<std::byte> file_with(const std::string& header, std::size_t data_bytes) {
+  return bytes_of(header.size(), header, data_bytes);
+}
+fs::path scratch_dir(const std::string& name) {
+  const fs::path dir = fs::temp_directory_path() / ("stepformer-test-" + name);
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+}  // namespace
+
+TEST_CASE("a written file has the layout the format specifies, byte by byte", "[nn][safetensors]") {
+  const nn::StateDict tensors{{"b", from_vector(std::vector<double>{1.5, -2.0}, {2}, {DType::float32})},
+                              {"a", from_vector(std::vector<std::int64_t>{7}, {1, 1}, {DType::int64})}};
+  const auto bytes = nn::serialize_safetensors(tensors, {{"note", "hi"}});
+  std::uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<std::uint64_t>(bytes[static_cast<std::size_t>(i)]);
+  const std::string header(reinterpret_cast<const char*>(bytes.data() + 8), n);
+  CHECK(header.find(R"("__metadata__":{"note":"hi"})") != std::string::npos);
+  CHECK(header.find(R"("a":{"data_offsets":[0,8],"dtype":"I64","shape":[1,1]})") != std::string::npos);
+  CHECK(header.find(R"("b":{"data_offsets":[8,16],"dtype":"F32","shape":[2]})") != std::string::npos);
+  CHECK((8 + n) % 8 == 0);  // data starts aligned; header padded with spaces
+  CHECK(header.back() == (header.size() % 8 == 0 && header.back() == ' ' ? ' ' : '}'));
+  CHECK(bytes.size() == 8 + n + 16);
+  const std::byte* data = bytes.data() + 8 + n;
+  std::int64_t seven;
+  std::memcpy(&seven, data, 8);
+  CHECK(seven == 7);
+  const unsigned char f15[4] = {0x00, 0x00, 0xc0, 0x3f};  // 1.5f, little-endian
+  CHECK(std::memcmp(data + 8, f15, 4) == 0);
+}
+
+TEST_CASE("round trip through a file is bit-exact for every dtype and shape", "[nn][safetensors]") {
+  Generator gen(5);
+  const nn::StateDict tensors{
+      {"f32", randn({3, 4}, gen)},
+      {"f64", randn({2, 2, 2}, gen, {DType::float64})},
+      {"i64", from_vector(std::vector<std::int64_t>{-3, 1LL << 62}, {2}, {DType::int64})},
+      {"mask", from_vector(std::vector<double>{1, 0, 1}, {3}, {DType::boolean})},
+      {"scalar", scalar(0.1)},
+      {"empty", zeros({0, 5})},
+      {"transposed", transpose(randn({2, 3}, gen), 0, 1)},
+  };
+  const fs::path path = scratch_dir("roundtrip") / "t.safetensors";
+  nn::save_safetensors(path, tensors, {{"k", "v"}});
+  const nn::Safetensors back = nn::load_safetensors(path);
+  CHECK(back.metadata == nn::Metadata{{"k", "v"}});
+  REQUIRE(back.tensors.size() == tensors.size());
+  for (const auto& [name, t] : tensors) {
+    INFO(name);
+    const Tensor& u = back.tensors.at(name);
+    CHECK(u.shape() == t.shape());
+    CHECK(u.dtype() == t.dtype());
+    const auto a = nn::serialize_safetensors({{name, t}}), b = nn::serialize_safetensors({{name, u}});
+    CHECK(a == b);
+  }
+  for (const auto& entry : fs::directory_iterator(path.parent_path()))  // no temporary file left behind
+    CHECK(entry.path().filename() == "t.safetensors");
+}
+
+TEST_CASE("files written by PyTorch code load", "[nn][safetensors]") {
+  const auto f = nn::load_safetensors(std::string(STEPFORMER_FIXTURES_DIR) + "/nn/sequential_state.safetensors");
+  CHECK(f.tensors.at("0.weight").shape() == Shape{8, 4});
+  CHECK(f.tensors.at("2.bias").shape() == Shape{2});
+  CHECK(f.metadata.at("written_by").starts_with("torch 1.13"));
+}
+
+TEST_CASE("malformed files are rejected with a clear error", "[nn][safetensors][errors]") {
+  using nn::CheckpointError;
+  auto parse = [](const std::vector<std::byte>& b) { return nn::parse_safetensors(b, "bad.safetensors"); };
+  const std::string ok = R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})";
+  REQUIRE_NOTHROW(parse(file_with(ok, 8)));
+
+  REQUIRE_THROWS_WITH_ALL(parse(std::vector<std::byte>(5)), CheckpointError, "bad.safetensors", "5 bytes", "too short");
+  REQUIRE_THROWS_WITH_ALL(parse(bytes_of(1000, ok, 8)), CheckpointError, "header length 1000", "past the end");
+  REQUIRE_THROWS_WITH_ALL(parse(bytes_of(1ULL << 40, ok, 8)), CheckpointError, "exceeds the format's limit");
+  REQUIRE_THROWS_WITH_ALL(parse(file_with(R"({"x":{"dtype":"F32",)", 8)), CheckpointError, "not valid JSON");
+  REQUIRE_THROWS_WITH_ALL(parse(file_with("[1,2]", 0)), CheckpointError, "JSON object");
+  REQUIRE_THROWS_WITH_ALL(parse(file_with(R"({"x":{"dtype":"F16","shape":[2],"data_offsets":[0,4]}})", 4)),
+                          CheckpointError, "tensor 'x'", "dtype F16");
+  REQUIRE_THROWS_WITH_ALL(parse(file_with(R"({"x":{"dtype":"F32","shape":[2]}})", 8)), CheckpointError,
+                          "no \"data_offsets\"");
+  REQUIRE_THROWS_WITH_ALL(parse(file_with(R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[0,16]}})", 8)),
+                          CheckpointError, "[0, 16]", "outside the data buffer of 8 bytes");
+  REQUIRE_THROWS_WITH_ALL(parse(file_with(R"({"x":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", 8)),
+                          CheckpointError, "F32 [3] needs 12 bytes", "hold 8");
+  REQUIRE_THROWS_WITH_ALL(parse(file_with(R"({"x":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}})", 8)),
+                          CheckpointError, "non-negative");
+  REQUIRE_THROWS_WITH_ALL(
+      parse(file_with(
+          R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"y":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})",
+          12)),
+      CheckpointError, "'x' [0, 8] and 'y' [4, 12] overlap");
+  REQUIRE_THROWS_WITH_ALL(parse(file_with(ok, 12)), CheckpointError, "data bytes [8, 12] belong to no tensor");
+  REQUIRE_THROWS_WITH_ALL(
+      parse(file_with(
+          R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"x":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})",
+          8)),
+      CheckpointError, "names 'x' twice");
+  REQUIRE_THROWS_WITH_ALL(
+      parse(file_with(R"({"x":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,8]}})", 8)),
+      CheckpointError, "overflows");
+  REQUIRE_THROWS_WITH_ALL(parse(file_with(R"({"__metadata__":{"a":1}})", 0)), CheckpointError, "not a string");
+  auto bad_bool = file_with(R"({"m":{"dtype":"BOOL","shape":[2],"data_offsets":[0,2]}})", 2);
+  bad_bool.back() = std::byte{7};
+  REQUIRE_THROWS_WITH_ALL(parse(bad_bool), CheckpointError, "BOOL byte 1 is 7");
+  REQUIRE_THROWS_WITH_ALL(nn::load_safetensors("/nonexistent/x.safetensors"), nn::IoError,
+                          "/nonexistent/x.safetensors");
+}
+
+TEST_CASE("every truncation of a valid file is rejected, never a crash", "[nn][safetensors][errors]") {
+  const auto full = nn::serialize_safetensors({{"w", ones({3, 2})}, {"b", zeros({2}, {DType::int64})}});
+  for (std::size_t len = 0; len < full.size(); ++len) {
+    INFO("truncated to " << len << " of " << full.size() << " bytes");
+    REQUIRE_THROWS_AS(nn::parse_safetensors(std::span(full).first(len)), nn::CheckpointError);
+  }
+}
+
+TEST_CASE("saving is atomic: a failed save leaves the old file as it was", "[nn][safetensors]") {
+  const fs::path dir = scratch_dir("atomic");
+  const fs::path path = dir / "model.safetensors";
+  nn::save_safetensors(path, {{"w", ones({2})}});
+  const auto before = nn::serialize_safetensors({{"w", ones({2})}});
+  REQUIRE_THROWS_AS(nn::save_safetensors(path, {{"__metadata__", ones({1})}}), nn::CheckpointError);
+  REQUIRE_THROWS_AS(nn::save_safetensors(dir / "missing-dir" / "x.safetensors", {{"w", ones({2})}}), nn::IoError);
+  std::ifstream f(path, std::ios::binary);
+  std::vector<char> now((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  CHECK(now.size() == before.size());
+  CHECK(std::memcmp(now.data(), before.data(), before.size()) == 0);
+  std::size_t files = 0;
+  for (const auto& e : fs::directory_iterator(dir)) files += e.is_regular_file();
+  CHECK(files == 1);
+}
