@@ -82,6 +82,8 @@ TEST_CASE("sum and mean over dims with keepdim", "[ch00][values]") {
   CHECK(sum(c, {1}, true).shape() == Shape{2, 1, 4});
   CHECK(sum(c, {0, 2}).to_vector<double>() == std::vector<double>{60, 92, 124});
   CHECK(mean(c).item() == 11.5);
+  CHECK(std::isnan(mean(zeros({0, 3})).item()));  // torch.mean of nothing is nan
+  CHECK(mean(zeros({0, 3}), {0}).shape() == Shape{3});
   CHECK(sum(c).dim() == 0);
   CHECK(sum_to(ones({2, 3, 4}), {3, 1}).to_vector<double>() == std::vector<double>{8, 8, 8});
 }

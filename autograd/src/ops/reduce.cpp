@@ -61,7 +61,8 @@ Tensor mean(const Tensor& a, const std::vector<std::int64_t>& dims, bool keepdim
   detail::check_floating("mean", a);
   const auto mask = reduced_dims("mean", a, dims);
   const Shape kept = keepdim_shape(a, mask);
-  const std::int64_t count = std::max<std::int64_t>(1, a.numel() / std::max<std::int64_t>(1, numel(kept)));
+  // Elements per output; 0 when a reduced dim is empty, and then 0 * (1/0) gives NaN, as torch.mean.
+  const std::int64_t count = numel(kept) == 0 ? 0 : a.numel() / numel(kept);
   Tensor total = reduce_kernel(ReduceOp::sum, a, kept);
   Tensor out = detail::empty_as(a, keepdim ? kept : dropped_shape(a, mask));
   a.backend().unary(UnaryOp::scale, out.desc(), reshape(total, out.shape()).desc(), 1.0 / static_cast<double>(count));
