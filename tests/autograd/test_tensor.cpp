@@ -101,6 +101,8 @@ TEST_CASE("dtype conversion and comparisons", "[ch00][tensor]") {
   CHECK(pos.dtype() == DType::boolean);
   CHECK(pos.to_vector<double>() == std::vector<double>{0, 0, 1});
   CHECK(logical_not(pos).to_vector<double>() == std::vector<double>{1, 1, 0});
+  const Tensor col = from_vector(std::vector<double>{1, 0}, {2, 1}, {DType::boolean});
+  CHECK(logical_or(col, pos).to_vector<double>() == std::vector<double>{1, 1, 1, 0, 0, 1});
   CHECK(eq(x, x).to_vector<double>() == std::vector<double>{1, 1, 1});
   CHECK(lt(x, x).to_vector<double>() == std::vector<double>{0, 0, 0});
   CHECK(ne(x, zeros({3}, {DType::float64})).to_vector<double>() == std::vector<double>{1, 0, 1});

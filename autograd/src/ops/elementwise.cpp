@@ -163,6 +163,12 @@ Tensor logical_not(const Tensor& mask) {
   return unary_kernel(UnaryOp::logical_not, mask);
 }
 
+Tensor logical_or(const Tensor& a, const Tensor& b) {
+  check_operands("logical_or", {&a, &b});
+  detail::check_dtype("logical_or", a, DType::boolean, "the first mask");
+  return where(a, full({}, 1.0, {DType::boolean, a.device()}), b);  // a ? true : b
+}
+
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   check_operands("where", {&cond, &a, &b}, /*same_dtype=*/false);
   check_operands("where", {&a, &b});

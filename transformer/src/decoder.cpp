@@ -1,0 +1,67 @@
+// Chapter 06. Shape legend in transformer/config.h.
+#include "transformer/decoder.h"
+
+#include <fmt/format.h>
+
+#include "autograd/errors.h"
+#include "autograd/ops.h"
+
+namespace stepformer::transformer {
+
+DecoderLayer::DecoderLayer(const Config& cfg, Generator& gen) {
+  self_attn =
+      register_module("self_attn", std::make_shared<MultiHeadAttention>(cfg.d_model, cfg.n_heads, cfg.dropout, gen));
+  cross_attn =
+      register_module("cross_attn", std::make_shared<MultiHeadAttention>(cfg.d_model, cfg.n_heads, cfg.dropout, gen));
+  ffn = register_module("ffn", std::make_shared<PositionwiseFeedForward>(cfg.d_model, cfg.d_ff, cfg.dropout, gen));
+  norm_self = register_module("norm_self", std::make_shared<AddNorm>(cfg.d_model, cfg.dropout, cfg.pre_norm, gen));
+  norm_cross = register_module("norm_cross", std::make_shared<AddNorm>(cfg.d_model, cfg.dropout, cfg.pre_norm, gen));
+  norm_ffn = register_module("norm_ffn", std::make_shared<AddNorm>(cfg.d_model, cfg.dropout, cfg.pre_norm, gen));
+}
+
+DecoderLayer::Output DecoderLayer::forward(const Tensor& x, const Tensor& memory, const Tensor& tgt_blocked,
+                                           const Tensor& src_blocked) {
+  Output out;
+  // Masked self-attention: each target position sees itself and earlier positions only.
+  const Tensor h1 = norm_self->forward(x, [&](const Tensor& t) {
+    Attention a = self_attn->forward(t, t, t, tgt_blocked);
+    out.self_weights = a.weights;  // [B, H, T, T]
+    return a.context;
+  });
+  // Cross-attention: "the queries come from the previous decoder layer, and the memory keys and values
+  // come from the output of the encoder" (3.2.3); PAD source tokens are blocked.
+  const Tensor h2 = norm_cross->forward(h1, [&](const Tensor& t) {
+    Attention a = cross_attn->forward(t, memory, memory, src_blocked);
+    out.cross_weights = a.weights;  // [B, H, T, S]
+    return a.context;
+  });
+  out.y = norm_ffn->forward(h2, [&](const Tensor& t) { return ffn->forward(t); });  // [B, T, D]
+  return out;
+}
+
+Decoder::Decoder(const Config& c, Generator& gen) : cfg(c) {
+  if (cfg.tgt_vocab < 1) throw ValueError(fmt::format("Decoder: tgt_vocab must be positive, got {}", cfg.tgt_vocab));
+  embed = register_module("embed", std::make_shared<TransformerEmbedding>(cfg.tgt_vocab, cfg, gen));
+  layers = register_module("layers", std::make_shared<nn::ModuleList<DecoderLayer>>());
+  for (std::int64_t i = 0; i < cfg.n_layers; ++i) layers->push_back(std::make_shared<DecoderLayer>(cfg, gen));
+  if (cfg.pre_norm) final_norm = register_module("final_norm", std::make_shared<nn::LayerNorm>(cfg.d_model));
+}
+
+DecoderOutput Decoder::forward(const Tensor& tgt_ids, const Tensor& memory, const Tensor& src_ids) {
+  if (memory.dim() != 3 || src_ids.dim() != 2 || memory.size(0) != src_ids.size(0) || memory.size(1) != src_ids.size(1))
+    throw ShapeError(fmt::format("Decoder: memory {} does not match source ids {} ([B, S, D] and [B, S])",
+                                 to_string(memory.shape()), to_string(src_ids.shape())));
+  const Tensor tgt_blocked = decoder_mask(tgt_ids, cfg.pad_id);  // [B, 1, T, T]
+  const Tensor src_blocked = pad_mask(src_ids, cfg.pad_id);      // [B, 1, 1, S]
+  DecoderOutput out{embed->forward(tgt_ids), {}, {}};            // [B, T, D]
+  for (auto& layer : *layers) {
+    DecoderLayer::Output o = layer->forward(out.hidden, memory, tgt_blocked, src_blocked);
+    out.hidden = o.y;
+    out.self_attention.push_back(o.self_weights);
+    out.cross_attention.push_back(o.cross_weights);
+  }
+  if (final_norm) out.hidden = (*final_norm)(out.hidden);
+  return out;
+}
+
+}  // namespace stepformer::transformer
