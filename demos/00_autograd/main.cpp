@@ -7,12 +7,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <string>
 
 #include <fmt/format.h>
 
 #include "autograd/autograd.h"
+#include "demo.h"
 
 namespace sf = stepformer;
 namespace fs = std::filesystem;
@@ -22,55 +22,8 @@ namespace {
 struct Args {
   int steps = 300;
   double lr = 0.5;
-  std::uint64_t seed = 1;
-  fs::path out = "stepformer-out";
+  stepformer::demo::CommonOptions common;
 };
-
-void usage() {
-  std::puts(
-      "00_autograd: reverse-mode autograd on a micrograd-sized example, then a tiny MLP.\n"
-      "usage: 00_autograd [--steps N] [--lr X] [--seed S] [--out DIR]\n"
-      "  --steps N   SGD steps for the MLP (default 300)\n"
-      "  --lr X      learning rate (default 0.5)\n"
-      "  --seed S    seed for data and weights (default 1)\n"
-      "  --out DIR   where the graph files go (default ./stepformer-out)");
-}
-
-Args parse(int argc, char** argv) {
-  Args a;
-  for (int i = 1; i < argc; ++i) {
-    const std::string flag = argv[i];
-    if (flag == "--help" || flag == "-h") {
-      usage();
-      std::exit(0);
-    }
-    if (i + 1 >= argc) throw std::invalid_argument("missing value after " + flag);
-    const std::string value = argv[++i];
-    if (flag == "--steps")
-      a.steps = std::stoi(value);
-    else if (flag == "--lr")
-      a.lr = std::stod(value);
-    else if (flag == "--seed")
-      a.seed = std::stoull(value);
-    else if (flag == "--out")
-      a.out = value;
-    else
-      throw std::invalid_argument("unknown option " + flag);
-  }
-  if (a.steps < 1) throw std::invalid_argument("--steps must be at least 1");
-  return a;
-}
-
-// Written to a temporary file first and renamed: a reader never sees half a file.
-void write_atomically(const fs::path& path, const std::string& text) {
-  const fs::path tmp = path.string() + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary);
-    f << text;
-    if (!f.flush()) throw std::runtime_error("cannot write " + tmp.string());
-  }
-  fs::rename(tmp, path);
-}
 
 // --- part 1 ----------------------------------------------------------------------------------------------
 void worked_example(const Args& args) {
@@ -88,16 +41,15 @@ void worked_example(const Args& args) {
   fmt::print("backward: dL/da = {} (= f*b), dL/db = {} (= f*a), dL/dc = {} (= f), dL/df = {} (= d)\n", a.grad().item(),
              b.grad().item(), c.grad().item(), f.grad().item());
 
-  fs::create_directories(args.out);
-  const fs::path dot = args.out / "00_graph.dot", svg = args.out / "00_graph.svg";
   // The graph was freed by backward (no retain_graph); its shape is still there to draw.
-  write_atomically(dot, sf::to_dot(L));
+  const fs::path dot = stepformer::demo::write_output(args.common.out, "00_graph.dot", sf::to_dot(L));
+  const fs::path svg = args.common.out / "00_graph.svg";
   const std::string cmd = fmt::format("dot -Tsvg '{}' -o '{}.tmp' 2>/dev/null && mv '{}.tmp' '{}'", dot.string(),
                                       svg.string(), svg.string(), svg.string());
   if (std::system(cmd.c_str()) == 0)
-    fmt::print("graph   : {} and {}\n", dot.string(), svg.string());
+    fmt::print("wrote {}\n", svg.string());
   else
-    fmt::print("graph   : {} (install graphviz for an SVG: apt-get install graphviz)\n", dot.string());
+    fmt::print("(install graphviz for an SVG of the graph: apt-get install graphviz)\n");
 }
 
 // --- part 2 ----------------------------------------------------------------------------------------------
@@ -174,7 +126,7 @@ void draw_regions(const Mlp& mlp, const sf::Tensor& x, const sf::Tensor& y) {
 
 void train_mlp(const Args& args) {
   std::puts("\n== Part 2: a 2-16-16-2 MLP learns two moons with SGD (cross-entropy loss)");
-  sf::Generator gen(args.seed);
+  sf::Generator gen(args.common.seed);
   const auto [x, y] = two_moons(200, gen);  // x [200, 2], y [200]
   Mlp mlp(gen);
   std::int64_t count = 0;
@@ -201,8 +153,13 @@ void train_mlp(const Args& args) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  Args args;
+  CLI::App app{"00_autograd: reverse-mode autograd on micrograd's example, then a tiny MLP on two moons"};
+  app.add_option("--steps", args.steps, "SGD steps for the MLP")->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--lr", args.lr, "learning rate")->capture_default_str();
+  stepformer::demo::add_common_options(app, args.common);
+  CLI11_PARSE(app, argc, argv);
   try {
-    const Args args = parse(argc, argv);
     worked_example(args);
     train_mlp(args);
     return 0;

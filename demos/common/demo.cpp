@@ -1,0 +1,144 @@
+#include "demo.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <sstream>
+
+#include "autograd/ops.h"
+#include "nn/safetensors.h"
+
+namespace stepformer::demo {
+
+namespace {
+std::vector<std::string> words(const std::string& s) {
+  std::istringstream in(s);
+  std::vector<std::string> out;
+  for (std::string w; in >> w;) out.push_back(w);
+  return out;
+}
+
+Tensor encode(const std::vector<std::vector<std::string>>& sentences, const std::vector<std::string>& vocab) {
+  std::vector<std::int64_t> ids;
+  for (const auto& s : sentences)
+    for (const auto& w : s) ids.push_back(std::find(vocab.begin(), vocab.end(), w) - vocab.begin());
+  return from_vector(ids, {static_cast<std::int64_t>(sentences.size()), static_cast<std::int64_t>(sentences[0].size())},
+                     {DType::int64});
+}
+
+// Display width of a UTF-8 string: CJK characters take two columns in a terminal.
+std::size_t display_width(const std::string& s) {
+  std::size_t w = 0;
+  for (std::size_t i = 0; i < s.size();) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    const std::size_t len = c < 0x80 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4;
+    w += len >= 3 ? 2 : 1;
+    i += len;
+  }
+  return w;
+}
+
+std::string pad_to(const std::string& s, std::size_t width) {
+  const std::size_t w = display_width(s);
+  return w >= width ? s : std::string(width - w, ' ') + s;
+}
+
+std::string escape_xml(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '<')
+      out += "&lt;";
+    else if (c == '>')
+      out += "&gt;";
+    else if (c == '&')
+      out += "&amp;";
+    else
+      out += c;
+  }
+  return out;
+}
+}  // namespace
+
+Tensor ToyData::src_ids() const { return encode(src, src_vocab); }
+Tensor ToyData::tgt_in_ids() const { return encode(tgt_in, tgt_vocab); }
+
+const ToyData& toy_data() {
+  static const ToyData data = [] {
+    ToyData d;
+    d.src_vocab = words("P 我 有 一 个 好 朋 友 零 女 男");
+    d.tgt_vocab = words("P S E I have a good friend . zero girl boy");
+    const char* pairs[3][3] = {{"我 有 一 个 好 朋 友 P", "S I have a good friend .", "I have a good friend . E"},
+                               {"我 有 零 个 女 朋 友 P", "S I have zero girl friend .", "I have zero girl friend . E"},
+                               {"我 有 一 个 男 朋 友 P", "S I have a boy friend .", "I have a boy friend . E"}};
+    for (const auto& p : pairs) {
+      d.src.push_back(words(p[0]));
+      d.tgt_in.push_back(words(p[1]));
+      d.tgt_out.push_back(words(p[2]));
+    }
+    return d;
+  }();
+  return data;
+}
+
+std::string heatmap_svg(const Tensor& matrix, const std::vector<std::string>& rows,
+                        const std::vector<std::string>& cols, const std::string& title) {
+  const std::int64_t R = matrix.size(0), C = matrix.size(1);
+  const auto v = matrix.to_vector<double>();
+  const double lo = *std::min_element(v.begin(), v.end()), hi = *std::max_element(v.begin(), v.end());
+  const int cell = C > 40 ? 8 : 36, left = rows.empty() ? 10 : 70, top = 50 + (cols.empty() ? 0 : 20);
+  const int width = left + static_cast<int>(C) * cell + 20, height = top + static_cast<int>(R) * cell + 20;
+  std::string svg = fmt::format(
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" font-family=\"sans-serif\" "
+      "font-size=\"12\">\n"
+      "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
+      "<text x=\"{}\" y=\"20\" font-size=\"14\">{}</text>\n"
+      "<text x=\"{}\" y=\"38\" fill=\"#555\">white = {:.3g}, dark blue = {:.3g}</text>\n",
+      width, height, left, escape_xml(title), left, lo, hi);
+  for (std::int64_t r = 0; r < R; ++r)
+    for (std::int64_t c = 0; c < C; ++c) {
+      const double t = hi > lo ? (v[static_cast<std::size_t>(r * C + c)] - lo) / (hi - lo) : 0.0;
+      const int red = static_cast<int>(255 - t * (255 - 8)), green = static_cast<int>(255 - t * (255 - 48)),
+                blue = static_cast<int>(255 - t * (255 - 107));
+      svg += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"rgb({},{},{})\"/>\n",
+                         left + c * cell, top + r * cell, cell, cell, red, green, blue);
+    }
+  for (std::size_t r = 0; r < rows.size(); ++r)
+    svg += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>\n", left - 6,
+                       top + static_cast<int>(r) * cell + cell / 2 + 4, escape_xml(rows[r]));
+  for (std::size_t c = 0; c < cols.size(); ++c)
+    svg += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n",
+                       left + static_cast<int>(c) * cell + cell / 2, top - 6, escape_xml(cols[c]));
+  return svg + "</svg>\n";
+}
+
+std::filesystem::path write_output(const std::filesystem::path& out_dir, const std::string& name,
+                                   const std::string& text) {
+  std::filesystem::create_directories(out_dir);
+  const std::filesystem::path path = out_dir / name;
+  nn::write_file_atomically(path, std::as_bytes(std::span(text.data(), text.size())));
+  std::printf("wrote %s\n", path.string().c_str());
+  return path;
+}
+
+std::string format_matrix(const Tensor& matrix, const std::vector<std::string>& rows,
+                          const std::vector<std::string>& cols) {
+  const std::int64_t R = matrix.size(0), C = matrix.size(1);
+  const auto v = matrix.to_vector<double>();
+  std::string out = "        ";
+  for (std::int64_t c = 0; c < C; ++c) out += pad_to(c < static_cast<std::int64_t>(cols.size()) ? cols[c] : "", 7);
+  out += "\n";
+  for (std::int64_t r = 0; r < R; ++r) {
+    out += pad_to(r < static_cast<std::int64_t>(rows.size()) ? rows[r] : "", 7) + " ";
+    for (std::int64_t c = 0; c < C; ++c) out += fmt::format("{:7.2f}", v[static_cast<std::size_t>(r * C + c)]);
+    out += "\n";
+  }
+  return out;
+}
+
+void add_common_options(CLI::App& app, CommonOptions& o) {
+  app.add_option("--out", o.out, "folder for the pictures")->capture_default_str();
+  app.add_option("--seed", o.seed, "seed for the weights")->capture_default_str();
+}
+
+}  // namespace stepformer::demo

@@ -1,0 +1,43 @@
+#pragma once
+// What the chapter demos share: the seed's toy data, an SVG heatmap, and writing output files.
+// Demos are programs: they print; the libraries they call return values.
+#include <CLI/CLI.hpp>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "autograd/tensor.h"
+
+namespace stepformer::demo {
+
+// The three toy pairs of seed 000 ("我 有 一 个 好 朋 友" -> "I have a good friend ."), with vocabularies
+// whose ids are dense and unique. (Seed 000 listed '.' twice in the target vocabulary, so '.' got id 11
+// == the vocabulary size; here every token has exactly one id.) PAD is 0 in both; BOS 'S' and EOS 'E'.
+struct ToyData {
+  std::vector<std::string> src_vocab, tgt_vocab;  // id -> token
+  std::vector<std::vector<std::string>> src, tgt_in, tgt_out;
+  Tensor src_ids() const;     // int64 [3, 8]
+  Tensor tgt_in_ids() const;  // int64 [3, 7]: "S I have ..."
+};
+const ToyData& toy_data();
+
+// A matrix [R, C] as an SVG heatmap (white = min, dark blue = max), with row and column labels.
+std::string heatmap_svg(const Tensor& matrix, const std::vector<std::string>& row_labels,
+                        const std::vector<std::string>& col_labels, const std::string& title);
+
+// Writes `text` to out_dir/name atomically, prints "wrote <path>", returns the path.
+std::filesystem::path write_output(const std::filesystem::path& out_dir, const std::string& name,
+                                   const std::string& text);
+
+// A matrix [R, C] as aligned text with labels, values to 2 decimals.
+std::string format_matrix(const Tensor& matrix, const std::vector<std::string>& row_labels,
+                          const std::vector<std::string>& col_labels);
+
+// Options every demo has: --out DIR and --seed S.
+struct CommonOptions {
+  std::filesystem::path out = "stepformer-out";
+  std::uint64_t seed = 1;
+};
+void add_common_options(CLI::App& app, CommonOptions& o);
+
+}  // namespace stepformer::demo
