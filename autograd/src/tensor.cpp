@@ -50,7 +50,10 @@ bool Tensor::is_contiguous() const {
 bool Tensor::requires_grad() const { return checked(impl_).requires_grad; }
 bool Tensor::is_leaf() const { return checked(impl_).grad_fn == nullptr; }
 Tensor Tensor::grad() const { return checked(impl_).grad; }
-void Tensor::zero_grad() { impl_->grad = Tensor(); }
+void Tensor::zero_grad() {
+  checked(impl_);  // an undefined tensor is an Error, not a null dereference
+  impl_->grad = Tensor();
+}
 const std::shared_ptr<Node>& Tensor::grad_fn() const { return checked(impl_).grad_fn; }
 const std::string& Tensor::name() const { return checked(impl_).name; }
 

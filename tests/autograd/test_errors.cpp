@@ -85,6 +85,16 @@ TEST_CASE("sizes that overflow are ResourceErrors, not crashes", "[ch00][errors]
   REQUIRE_THROWS_AS(zeros({big, 1 << 20}), ResourceError);
 }
 
+TEST_CASE("an undefined tensor is an Error, never a crash", "[ch00][errors]") {
+  Tensor undefined;
+  CHECK_FALSE(undefined.defined());
+  REQUIRE_THROWS_WITH_ALL(undefined.shape(), Error, "undefined tensor");
+  REQUIRE_THROWS_AS(undefined.zero_grad(), Error);
+  REQUIRE_THROWS_AS(undefined.backward(), Error);
+  REQUIRE_THROWS_WITH_ALL(undefined + ones({1}), Error, "add", "undefined");
+  REQUIRE_THROWS_AS(undefined.to(DType::float64), Error);
+}
+
 TEST_CASE("all errors share one base type", "[ch00][errors]") {
   REQUIRE_THROWS_AS(ones({2}) + ones({3}), Error);
   REQUIRE_THROWS_AS(sum(ones({2}), {3}), Error);
