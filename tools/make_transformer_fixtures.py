@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Reference values for chapters 01-06, computed by PyTorch (Debian's python3-torch 1.13).
+"""Reference values for chapters 01-07, computed by PyTorch (Debian's python3-torch 1.13).
 
 The modules are written again here in PyTorch, independently of the C++ code but with the same parameter
 names, so a state dict exported here loads into stepformer's modules. For each chapter the script saves the
@@ -135,6 +135,16 @@ class Decoder(nn.Module):
         return x
 
 
+class Transformer(nn.Module):
+    def __init__(self, src_vocab, tgt_vocab):
+        super().__init__()
+        self.encoder, self.decoder = Encoder(src_vocab), Decoder(tgt_vocab)
+        self.generator = nn.Linear(D, tgt_vocab)
+
+    def forward(self, src, tgt_in):
+        return self.generator(self.decoder(tgt_in, self.encoder(src), src))
+
+
 def randomize(module):
     """Non-trivial LayerNorm parameters (PyTorch starts them at 1 and 0, which would hide mistakes)."""
     with torch.no_grad():
@@ -205,6 +215,9 @@ def main():
     randomize(dec)
     memory = torch.randn(2, 8, D, requires_grad=True)
     export("06_decoder", dec, {"tgt": TGT, "memory": memory, "src": SRC}, {"hidden": dec(TGT, memory, SRC)})
+    model = Transformer(11, 12)
+    randomize(model)
+    export("07_transformer", model, {"src": SRC, "tgt": TGT}, {"logits": model(SRC, TGT)})
     print("wrote", ", ".join(sorted(p.name for p in common.OUT.glob("*.safetensors"))))
 
 

@@ -54,6 +54,15 @@ TEST_CASE("the embedding is scaled by sqrt(d_model) before PE is added (seed 003
   CHECK(close(reshape(emb.forward(ids), {1, 16}), expected, 1e-6, 0));
 }
 
+TEST_CASE("tokens embedded at an offset get the PE rows of their positions (decoding with a cache)", "[ch01]") {
+  transformer::TransformerEmbedding emb(11, small_config());
+  const Tensor ids = from_vector(std::vector<std::int64_t>{1, 5, 7, 3}, {1, 4}, {DType::int64});
+  const Tensor all = emb.forward(ids);
+  for (std::int64_t t = 0; t < 4; ++t)
+    CHECK(close(emb.forward(narrow(ids, 1, t, 1), t), narrow(all, 1, t, 1), 1e-6, 0));
+  REQUIRE_THROWS_WITH_ALL(emb.forward(ids, 30), ShapeError, "length 34", "max_len 32");
+}
+
 TEST_CASE("embedding errors: sequence longer than max_len, ids out of range", "[ch01][errors]") {
   transformer::TransformerEmbedding emb(11, small_config());
   REQUIRE_THROWS_WITH_ALL(emb.forward(zeros({1, 33}, {DType::int64})), ShapeError, "length 33", "max_len 32");

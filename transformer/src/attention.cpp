@@ -68,12 +68,21 @@ MultiHeadAttention::MultiHeadAttention(std::int64_t d, std::int64_t h, double p,
 
 Attention MultiHeadAttention::forward(const Tensor& query, const Tensor& key, const Tensor& value,
                                       const Tensor& blocked) {
-  for (const Tensor* t : {&query, &key, &value})
+  for (const Tensor* t : {&key, &value})
     if (t->dim() != 3 || t->size(-1) != d_model)
       throw ShapeError(fmt::format("MultiHeadAttention expected [B, T, {}], got {}", d_model, to_string(t->shape())));
+  return attend(query, key_heads(key), value_heads(value), blocked);
+}
+
+Tensor MultiHeadAttention::key_heads(const Tensor& key) { return split_heads((*w_k)(key), n_heads); }  // [B, H, Tk, Dh]
+Tensor MultiHeadAttention::value_heads(const Tensor& value) {
+  return split_heads((*w_v)(value), n_heads);
+}  // [B, H, Tk, Dh]
+
+Attention MultiHeadAttention::attend(const Tensor& query, const Tensor& k, const Tensor& v, const Tensor& blocked) {
+  if (query.dim() != 3 || query.size(-1) != d_model)
+    throw ShapeError(fmt::format("MultiHeadAttention expected [B, T, {}], got {}", d_model, to_string(query.shape())));
   const Tensor q = split_heads((*w_q)(query), n_heads);  // [B, H, Tq, Dh]
-  const Tensor k = split_heads((*w_k)(key), n_heads);    // [B, H, Tk, Dh]
-  const Tensor v = split_heads((*w_v)(value), n_heads);  // [B, H, Tk, Dh]
   const Attention a = scaled_dot_product_attention(q, k, v, blocked, attn_dropout, is_training(), *gen_);
   return {(*w_o)(merge_heads(a.context)), a.weights};  // [B, Tq, D], [B, H, Tq, Tk]
 }

@@ -39,6 +39,20 @@ DecoderLayer::Output DecoderLayer::forward(const Tensor& x, const Tensor& memory
   return out;
 }
 
+Tensor DecoderLayer::step(const Tensor& x, DecoderCache& cache, std::size_t i, const Tensor& src_blocked) {
+  // No self-attention mask: the cache holds only earlier positions (and this one), all of them visible.
+  const Tensor h1 = norm_self->forward(x, [&](const Tensor& t) {
+    const Tensor k = self_attn->key_heads(t), v = self_attn->value_heads(t);  // [B, H, 1, Dh]
+    cache.self_k[i] = cache.self_k[i].defined() ? cat({cache.self_k[i], k}, 2) : k;
+    cache.self_v[i] = cache.self_v[i].defined() ? cat({cache.self_v[i], v}, 2) : v;
+    return self_attn->attend(t, cache.self_k[i], cache.self_v[i]).context;
+  });
+  const Tensor h2 = norm_cross->forward(h1, [&](const Tensor& t) {
+    return cross_attn->attend(t, cache.cross_k[i], cache.cross_v[i], src_blocked).context;
+  });
+  return norm_ffn->forward(h2, [&](const Tensor& t) { return ffn->forward(t); });  // [B, 1, D]
+}
+
 Decoder::Decoder(const Config& c, Generator& gen) : cfg(c) {
   if (cfg.tgt_vocab < 1) throw ValueError(fmt::format("Decoder: tgt_vocab must be positive, got {}", cfg.tgt_vocab));
   embed = register_module("embed", std::make_shared<TransformerEmbedding>(cfg.tgt_vocab, cfg, gen));
@@ -62,6 +76,25 @@ DecoderOutput Decoder::forward(const Tensor& tgt_ids, const Tensor& memory, cons
   }
   if (final_norm) out.hidden = (*final_norm)(out.hidden);
   return out;
+}
+
+Tensor Decoder::step(const Tensor& new_ids, const Tensor& memory, const Tensor& src_ids, DecoderCache& cache) {
+  if (new_ids.dim() != 2 || new_ids.size(1) != 1)
+    throw ShapeError(
+        fmt::format("Decoder::step expected one new token per sequence [B, 1], got {}", to_string(new_ids.shape())));
+  const std::size_t n = layers->size();
+  if (cache.length == 0) {  // first step: project the source once per layer
+    cache = DecoderCache{std::vector<Tensor>(n), std::vector<Tensor>(n), {}, {}, 0};
+    for (std::size_t i = 0; i < n; ++i) {
+      cache.cross_k.push_back((*layers)[i].cross_attn->key_heads(memory));
+      cache.cross_v.push_back((*layers)[i].cross_attn->value_heads(memory));
+    }
+  }
+  const Tensor src_blocked = pad_mask(src_ids, cfg.pad_id);  // [B, 1, 1, S]
+  Tensor x = embed->forward(new_ids, cache.length);          // [B, 1, D] at position `length`
+  for (std::size_t i = 0; i < n; ++i) x = (*layers)[i].step(x, cache, i, src_blocked);
+  ++cache.length;
+  return final_norm ? (*final_norm)(x) : x;
 }
 
 }  // namespace stepformer::transformer

@@ -34,14 +34,14 @@ TransformerEmbedding::TransformerEmbedding(std::int64_t vocab, const Config& cfg
   pe = register_buffer("pe", sinusoidal_table(cfg.max_len, cfg.d_model));
 }
 
-Tensor TransformerEmbedding::forward(const Tensor& ids) {
+Tensor TransformerEmbedding::forward(const Tensor& ids, std::int64_t start) {
   if (ids.dim() != 2)
     throw ShapeError(fmt::format("TransformerEmbedding expected token ids [B, T], got {}", to_string(ids.shape())));
   const std::int64_t T = ids.size(1);
-  if (T > pe.size(0))
-    throw ShapeError(fmt::format("TransformerEmbedding: sequence length {} exceeds max_len {}", T, pe.size(0)));
+  if (start < 0 || start + T > pe.size(0))
+    throw ShapeError(fmt::format("TransformerEmbedding: sequence length {} exceeds max_len {}", start + T, pe.size(0)));
   const Tensor x = (*tokens)(ids)*std::sqrt(static_cast<double>(d_model));  // [B, T, D]
-  return (*dropout)(x + narrow(pe, 0, 0, T));                               // + [T, D], broadcast over B
+  return (*dropout)(x + narrow(pe, 0, start, T));  // + PE rows start .. start+T-1 [T, D], broadcast over B
 }
 
 }  // namespace stepformer::transformer

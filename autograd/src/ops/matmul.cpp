@@ -41,7 +41,16 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   // A 1-D operand is a row (left) or a column (right) vector; the added dim is removed afterwards.
   const Tensor a2 = a.dim() == 1 ? unsqueeze(a, 0) : a;
   const Tensor b2 = b.dim() == 1 ? unsqueeze(b, 1) : b;
-  Tensor out = matmul_nd(a2, b2);
+  Tensor out;
+  if (a2.dim() > 2 && b2.dim() == 2 && a2.size(-1) == b2.size(0)) {
+    // [..., M, K] @ [K, N] is one [(... M), K] @ [K, N] product: a single GEMM, whose weight gradient is
+    // one GEMM too instead of a batched product summed over the batch (as torch.matmul folds).
+    Shape shape = a2.shape();
+    shape.back() = b2.size(1);
+    out = reshape(matmul_nd(reshape(a2, {-1, a2.size(-1)}), b2), shape);
+  } else {
+    out = matmul_nd(a2, b2);
+  }
   if (b.dim() == 1) out = squeeze(out, -1);
   if (a.dim() == 1) out = squeeze(out, b.dim() == 1 ? -1 : -2);
   return out;

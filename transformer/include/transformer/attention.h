@@ -43,6 +43,12 @@ class MultiHeadAttention : public nn::Module {
   // Returns context [B, Tq, D] and weights [B, H, Tq, Tk].
   Attention forward(const Tensor& query, const Tensor& key, const Tensor& value, const Tensor& blocked = {});
 
+  // The two halves of forward, for decoding with a cache: keys and values projected and split into heads
+  // once ([B, Tk, D] -> [B, H, Tk, Dh]), then attended to by new queries as they come.
+  Tensor key_heads(const Tensor& key);
+  Tensor value_heads(const Tensor& value);
+  Attention attend(const Tensor& query, const Tensor& k_heads, const Tensor& v_heads, const Tensor& blocked = {});
+
   std::int64_t d_model, n_heads, d_head;
   double attn_dropout;
   std::shared_ptr<nn::Linear> w_q, w_k, w_v, w_o;  // each [D, D] with bias

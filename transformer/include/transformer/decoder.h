@@ -6,6 +6,16 @@
 
 namespace stepformer::transformer {
 
+// What the decoder keeps while generating one token at a time (the KV cache): per layer, the
+// self-attention keys and values of every position decoded so far, and the cross-attention keys and
+// values of the source, projected once. Seed 001 (d2l) caches each block's inputs instead; this caches
+// the projections, which saves recomputing them too.
+struct DecoderCache {
+  std::vector<Tensor> self_k, self_v;    // per layer, [B, H, t, Dh], growing by one position per step
+  std::vector<Tensor> cross_k, cross_v;  // per layer, [B, H, S, Dh]
+  std::int64_t length = 0;               // positions decoded so far
+};
+
 // "In addition to the two sub-layers in each encoder layer, the decoder inserts a third sub-layer, which
 // performs multi-head attention over the output of the encoder stack ... We also modify the self-attention
 // sub-layer in the decoder stack to prevent positions from attending to subsequent positions" (3.1).
@@ -19,6 +29,8 @@ class DecoderLayer : public nn::Module {
   };
   // x [B, T, D], memory [B, S, D], tgt_blocked [B, 1, T, T] (pad | future), src_blocked [B, 1, 1, S].
   Output forward(const Tensor& x, const Tensor& memory, const Tensor& tgt_blocked, const Tensor& src_blocked);
+  // One new position x [B, 1, D] against the cached keys and values of layer `i`; appends its own.
+  Tensor step(const Tensor& x, DecoderCache& cache, std::size_t i, const Tensor& src_blocked);
 
   std::shared_ptr<MultiHeadAttention> self_attn, cross_attn;
   std::shared_ptr<PositionwiseFeedForward> ffn;
@@ -36,6 +48,9 @@ class Decoder : public nn::Module {
   explicit Decoder(const Config& cfg, Generator& gen = default_generator());
   // tgt ids [B, T] (shifted right: BOS first), memory [B, S, D], src ids [B, S] for the source pad mask.
   DecoderOutput forward(const Tensor& tgt_ids, const Tensor& memory, const Tensor& src_ids);
+  // The next position only: new_ids [B, 1] at position cache.length -> hidden [B, 1, D]. Equal to the last
+  // row of forward() over the whole prefix, without recomputing the earlier positions.
+  Tensor step(const Tensor& new_ids, const Tensor& memory, const Tensor& src_ids, DecoderCache& cache);
 
   Config cfg;
   std::shared_ptr<TransformerEmbedding> embed;

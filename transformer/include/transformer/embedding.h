@@ -17,7 +17,9 @@ Tensor sinusoidal_table(std::int64_t max_len, std::int64_t d_model);
 class TransformerEmbedding : public nn::Module {
  public:
   TransformerEmbedding(std::int64_t vocab, const Config& cfg, Generator& gen = default_generator());
-  Tensor forward(const Tensor& ids);  // int64 [B, T] -> [B, T, D]
+  // int64 [B, T] -> [B, T, D]; the tokens sit at positions start .. start + T - 1 (start > 0 when
+  // decoding one token at a time with a cache).
+  Tensor forward(const Tensor& ids, std::int64_t start = 0);
 
   std::shared_ptr<nn::Embedding> tokens;  // weight [V, D]
   std::shared_ptr<nn::Dropout> dropout;

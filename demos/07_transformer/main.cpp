@@ -1,0 +1,251 @@
+// Chapter 07 — the full Transformer, trained and decoding. Read docs/07_transformer.md beside this file.
+//
+//   07_transformer            the toy pairs to exact translations, then the numerals task (the README's demo)
+//   07_transformer toy        seed 000's three zh -> en pairs
+//   07_transformer numerals   Chinese numerals -> English words, scored on held-out numbers
+//   07_transformer translate --load FILE   read numerals from stdin, print translations and attention
+#include <fmt/format.h>
+#include <omp.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <iostream>
+
+#include "autograd/grad_mode.h"
+#include "autograd/ops.h"
+#include "demo.h"
+#include "transformer/decoding.h"
+#include "transformer/train.h"
+
+namespace sf = stepformer;
+using namespace stepformer::transformer;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+struct Options {
+  sf::demo::CommonOptions common;
+  std::int64_t steps = 0;  // 0: the task's default
+  std::int64_t batch = 64;
+  std::int64_t d_model = 64, layers = 2, heads = 4, d_ff = 256;
+  double dropout = 0.1;
+  int threads = 0;  // 0: OpenMP's default
+  std::string device = "cpu";
+  std::filesystem::path save, load;
+};
+
+Config model_config(const Options& o, const Vocabulary& sv, const Vocabulary& tv) {
+  Config c;
+  c.src_vocab = sv.size();
+  c.tgt_vocab = tv.size();
+  c.n_layers = o.layers;
+  c.d_model = o.d_model;
+  c.d_ff = o.d_ff;
+  c.n_heads = o.heads;
+  c.dropout = o.dropout;
+  c.max_len = 64;
+  c.pad_id = Vocabulary::kPad;
+  return c;
+}
+
+std::string duration(double seconds) {
+  const auto s = static_cast<long>(seconds);
+  return s >= 60 ? fmt::format("{}m{:02d}s", s / 60, s % 60) : fmt::format("{}s", s);
+}
+
+// One line per report on a pipe (CI logs), a redrawn bar on a terminal.
+void progress(std::int64_t step, std::int64_t total, double loss, double tokens_per_s, double elapsed,
+              const std::string& extra) {
+  static const bool tty = isatty(STDOUT_FILENO);
+  const int filled = static_cast<int>(30.0 * static_cast<double>(step) / static_cast<double>(total));
+  const double eta = elapsed / static_cast<double>(step) * static_cast<double>(total - step);
+  fmt::print("{}[{}{}] step {:5d}/{}  loss {:.3f}  {:6.0f} tok/s  ETA {:>6}{}{}", tty ? "\r" : "",
+             std::string(filled, '#'), std::string(30 - filled, '.'), step, total, loss, tokens_per_s, duration(eta),
+             extra, tty ? "" : "\n");
+  std::fflush(stdout);
+}
+
+void write_pictures(const Options& o, const std::string& task, const std::vector<double>& losses, Transformer& model,
+                    const Pair& sample, const Vocabulary& sv, const Vocabulary& tv) {
+  sf::demo::write_output(
+      o.common.out, "07_" + task + "_loss.svg",
+      sf::demo::line_chart_svg(losses, task + ": training loss (label-smoothed cross-entropy)", "step", "loss"));
+  // Cross-attention of the last decoder layer for one sample, averaged over heads.
+  model.eval();
+  sf::NoGradGuard no_grad;
+  const Batch b = make_batch({sample}, sv, tv);
+  const EncoderOutput enc = model.encode(b.src);
+  const DecoderOutput dec = model.decoder->forward(b.tgt_in, enc.memory, b.src);
+  const sf::Tensor w = sf::mean(dec.cross_attention.back(), {1});  // [1, T, S]
+  std::vector<std::string> rows{"<bos>"};
+  rows.insert(rows.end(), sample.tgt.begin(), sample.tgt.end());
+  sf::demo::write_output(o.common.out, "07_" + task + "_attention.svg",
+                         sf::demo::heatmap_svg(sf::reshape(w, {w.size(1), w.size(2)}), rows, sample.src,
+                                               task + ": cross-attention of the last layer (mean of heads)"));
+}
+
+void print_samples(Transformer& model, const std::vector<Pair>& pairs, const Vocabulary& sv, const Vocabulary& tv) {
+  const Batch b = make_batch(pairs, sv, tv);
+  const auto out = greedy_decode(model, b.src, {.max_len = b.tgt_out.size(1) + 5});
+  fmt::print("  {:<16} {:<42} {}\n", "source", "translation (greedy)", "");
+  for (std::size_t i = 0; i < pairs.size(); ++i) {
+    const auto got = tv.decode(out[i]);
+    fmt::print("  {:<16} {:<42} {}\n", join(pairs[i].src, ""), join(got),
+               got == pairs[i].tgt ? "ok" : "expected: " + join(pairs[i].tgt));
+  }
+}
+
+// --- toy ----------------------------------------------------------------------------------------------
+int run_toy(const Options& o) {
+  const auto pairs = toy_pairs();
+  std::vector<std::vector<std::string>> src, tgt;
+  for (const auto& p : pairs) src.push_back(p.src), tgt.push_back(p.tgt);
+  const Vocabulary sv = Vocabulary::build(src), tv = Vocabulary::build(tgt);
+  const std::int64_t steps = o.steps ? o.steps : 150;
+  sf::Generator gen(o.common.seed);
+  Transformer model(model_config(o, sv, tv), gen);
+  Trainer trainer(model, {.warmup = 30, .lr_factor = 1.0});
+  const Batch batch = make_batch(pairs, sv, tv);
+  fmt::print("== toy: seed 000's 3 pairs; {} parameters; {} steps\n", model.parameter_count(), steps);
+  std::vector<double> losses;
+  const auto start = Clock::now();
+  for (std::int64_t s = 1; s <= steps; ++s) {
+    losses.push_back(trainer.step(batch));
+    const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+    if (s % 25 == 0 || s == steps)
+      progress(s, steps, losses.back(), static_cast<double>(batch.target_tokens * s) / elapsed, elapsed, "");
+  }
+  fmt::print("\n");
+  print_samples(model, pairs, sv, tv);
+  const double exact = exact_match(model, pairs, sv, tv);
+  fmt::print("toy exact match: {:.0f}%\n", 100 * exact);
+  write_pictures(o, "toy", losses, model, pairs[0], sv, tv);
+  return exact == 1.0 ? 0 : 1;
+}
+
+// --- numerals -----------------------------------------------------------------------------------------
+struct NumeralVocab {
+  Vocabulary src, tgt;
+  NumeralVocab() {
+    for (std::int64_t n = 1; n <= NumeralTask::kMax; n += 1) {  // every character and word that can occur
+      if (n > 200 && n % 97 != 0 && n != 10003 && n != 10300) continue;
+      const Pair p = numeral_pair(n);
+      for (const auto& t : p.src) src.add(t);
+      for (const auto& t : p.tgt) tgt.add(t);
+    }
+    for (const char* w : {"thousand", "hundred", "and", "ten", "eleven", "twelve"}) tgt.add(w);
+  }
+};
+
+int run_numerals(const Options& o) {
+  const NumeralVocab vocab;
+  const NumeralTask task(o.common.seed);
+  const std::int64_t steps = o.steps ? o.steps : 1500;
+  sf::Generator gen(o.common.seed), data_gen(o.common.seed + 1);
+  Transformer model(model_config(o, vocab.src, vocab.tgt), gen);
+  Trainer trainer(model, {.warmup = 200, .lr_factor = 2.0});
+  if (!o.load.empty()) {
+    trainer.load(o.load, {{"model", &gen}, {"data", &data_gen}});
+    fmt::print("resumed from {} at step {}\n", o.load.string(), trainer.steps_done());
+  }
+  const auto test = task.test_set(500);
+  const auto valid = make_batches(task.test_set(200), vocab.src, vocab.tgt, 100);
+  fmt::print("== numerals: Chinese numerals -> English words, 1 to 99,999; {} parameters; batch {}; {} steps\n",
+             model.parameter_count(), o.batch, steps);
+  fmt::print("   held out: {} test numbers never used in training (e.g. {} = {})\n", test.size(), join(test[0].src, ""),
+             join(test[0].tgt));
+  std::vector<double> losses;
+  const auto start = Clock::now();
+  std::int64_t tokens = 0;
+  while (trainer.steps_done() < steps) {
+    const Batch b = make_batch(task.train_batch(o.batch, data_gen), vocab.src, vocab.tgt);
+    losses.push_back(trainer.step(b));
+    tokens += b.target_tokens;
+    const std::int64_t s = trainer.steps_done();
+    const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+    if (s % 100 == 0 || s == steps) {
+      const std::string extra =
+          s % 500 == 0 || s == steps ? fmt::format("  valid loss {:.3f}", evaluate_loss(model, valid)) : "";
+      progress(s, steps, losses.back(), static_cast<double>(tokens) / elapsed, elapsed, extra);
+    }
+  }
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  fmt::print("\ntrained {} steps in {}\n", losses.size(), duration(seconds));
+  if (!o.save.empty()) {
+    trainer.save(o.save, {{"model", &gen}, {"data", &data_gen}});
+    fmt::print("wrote {}\n", o.save.string());
+  }
+  print_samples(model, {test.begin(), test.begin() + 8}, vocab.src, vocab.tgt);
+  const double exact = exact_match(model, test, vocab.src, vocab.tgt);
+  fmt::print("numerals exact match on {} held-out numbers: {:.1f}%\n", test.size(), 100 * exact);
+  write_pictures(o, "numerals", losses, model, numeral_pair(10003), vocab.src, vocab.tgt);
+  return 0;
+}
+
+// --- translate ----------------------------------------------------------------------------------------
+int run_translate(const Options& o) {
+  if (o.load.empty())
+    throw std::invalid_argument("translate needs --load FILE (from: 07_transformer numerals --save FILE)");
+  const NumeralVocab vocab;
+  sf::Generator gen(o.common.seed), data_gen(0);
+  Transformer model(model_config(o, vocab.src, vocab.tgt), gen);
+  Trainer trainer(model, {});
+  trainer.load(o.load, {{"model", &gen}, {"data", &data_gen}});
+  model.eval();
+  fmt::print("type a Chinese numeral (e.g. 三百二十一), an empty line ends\n");
+  for (std::string line; std::getline(std::cin, line) && !line.empty();) {
+    const Pair p{char_tokens(line), {}};
+    const Batch b = make_batch({p}, vocab.src, vocab.tgt);
+    const auto out = greedy_decode(model, b.src, {.max_len = 20});
+    const auto words = vocab.tgt.decode(out[0]);
+    fmt::print("{}\n", join(words));
+    sf::NoGradGuard no_grad;
+    const Batch with_tgt = make_batch({{p.src, words}}, vocab.src, vocab.tgt);
+    const auto dec = model.decoder->forward(with_tgt.tgt_in, model.encode(with_tgt.src).memory, with_tgt.src);
+    const sf::Tensor w = sf::mean(dec.cross_attention.back(), {1});
+    std::vector<std::string> rows{"<bos>"};
+    rows.insert(rows.end(), words.begin(), words.end());
+    fmt::print("{}", sf::demo::format_matrix(sf::reshape(w, {w.size(1), w.size(2)}), rows, p.src));
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  CLI::App app{"07_transformer: the whole Transformer, trained on the seed's toy pairs and on Chinese numerals"};
+  sf::demo::add_common_options(app, o.common);
+  app.add_option("--steps", o.steps, "training steps (default: 150 toy, 1500 numerals)");
+  app.add_option("--batch", o.batch, "pairs per batch (numerals)")->capture_default_str();
+  app.add_option("--d-model", o.d_model, "model size")->capture_default_str();
+  app.add_option("--layers", o.layers, "encoder and decoder layers")->capture_default_str();
+  app.add_option("--heads", o.heads, "attention heads")->capture_default_str();
+  app.add_option("--d-ff", o.d_ff, "feed-forward size")->capture_default_str();
+  app.add_option("--dropout", o.dropout, "dropout")->capture_default_str();
+  app.add_option("--threads", o.threads, "CPU threads (default: all cores)");
+  app.add_option("--device", o.device, "cpu (cuda and cuda-sim come with the CUDA chapter)")->capture_default_str();
+  app.add_option("--save", o.save, "write a checkpoint at the end (numerals)");
+  app.add_option("--load", o.load, "resume from a checkpoint (numerals, translate)");
+  app.fallthrough();  // options may follow the sub-command (sub-commands inherit this)
+  auto* toy = app.add_subcommand("toy", "seed 000's three pairs, to exact translations");
+  auto* numerals = app.add_subcommand("numerals", "Chinese numerals to English words, held-out test");
+  auto* translate = app.add_subcommand("translate", "read numerals from stdin and translate them (needs --load)");
+  app.require_subcommand(0, 1);
+  CLI11_PARSE(app, argc, argv);
+  try {
+    if (o.device != "cpu")
+      throw std::invalid_argument("--device " + o.device + " is not built yet: this build has the cpu device only");
+    if (o.threads > 0) omp_set_num_threads(o.threads);
+    if (toy->parsed()) return run_toy(o);
+    if (numerals->parsed()) return run_numerals(o);
+    if (translate->parsed()) return run_translate(o);
+    const int rc = run_toy(o);
+    fmt::print("\n");
+    return rc | run_numerals(o);
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "07_transformer: {}\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,208 @@
+// Chapter 07: the full model, decoding, data and training.
+#include <cmath>
+#include <filesystem>
+#include <set>
+
+#include "reference.h"
+#include "transformer/decoding.h"
+#include "transformer/train.h"
+
+using namespace stepformer;
+using namespace stepformer::test;
+using namespace stepformer::transformer;
+
+namespace {
+Tensor ids(const std::vector<std::int64_t>& v, std::int64_t B) {
+  return from_vector(v, {B, static_cast<std::int64_t>(v.size()) / B}, {DType::int64});
+}
+Config tiny(std::int64_t src_vocab, std::int64_t tgt_vocab) {
+  Config c = small_config();
+  c.src_vocab = src_vocab;
+  c.tgt_vocab = tgt_vocab;
+  return c;
+}
+}  // namespace
+
+TEST_CASE("the full model's logits and gradients match PyTorch from the same weights", "[ch07]") {
+  const auto f = chapter_fixture("07_transformer");
+  Generator gen(1);
+  Transformer model(small_config(), gen);
+  model.load_state_dict(params(f));
+  const Tensor logits = model.forward(f.at("input.src"), f.at("input.tgt"));
+  CHECK(logits.shape() == Shape{2, 7, 12});
+  CHECK(close(logits, f.at("output.logits"), 1e-5, 1e-4));
+  logits.backward(f.at("dy.logits"));
+  check_parameter_grads(model, f);
+}
+
+TEST_CASE("beam search of width 1 equals greedy decoding", "[ch07]") {
+  Generator gen(2);
+  Transformer model(tiny(11, 12), gen);
+  model.eval();
+  const Tensor src = ids({1, 2, 3, 4, 5, 0, 4, 5, 6, 7, 8, 9, 3, 3, 0, 0, 0, 0}, 3);
+  DecodeOptions o;
+  o.max_len = 12;
+  CHECK(beam_decode(model, src, 1, 0.0, o) == greedy_decode(model, src, o));
+  CHECK(beam_decode(model, src, 1, 0.6, o) == greedy_decode(model, src, o));
+}
+
+TEST_CASE("decoding with the KV cache gives the same logits as recomputing the prefix", "[ch07]") {
+  // Teacher-forced: the same tokens go through Decoder::step (one at a time, cached) and Decoder::forward
+  // (the whole prefix at once, causal mask); every position's logits must agree.
+  Generator gen(3);
+  Transformer model(tiny(11, 12), gen);
+  model.eval();
+  NoGradGuard no_grad;
+  const Tensor src = ids({1, 2, 3, 4, 5, 0, 4, 5, 6, 7, 8, 9}, 2);
+  const Tensor tgt = ids({1, 5, 7, 3, 9, 4, 1, 8, 8, 6, 2, 3}, 2);  // no PAD: a generated prefix has none
+  const Tensor memory = model.encode(src).memory;
+  const Tensor full = model.logits(model.decoder->forward(tgt, memory, src).hidden);  // [2, 6, V]
+  DecoderCache cache;
+  std::vector<Tensor> rows;
+  for (std::int64_t t = 0; t < tgt.size(1); ++t)
+    rows.push_back(model.logits(model.decoder->step(narrow(tgt, 1, t, 1), memory, src, cache)));
+  CHECK(cache.length == 6);
+  CHECK(cache.self_k[1].shape() == Shape{2, 2, 6, 8});
+  CHECK(close(cat(rows, 1), full, 1e-5, 1e-5));
+}
+
+TEST_CASE("beam search returns sequences that end at EOS or at max_len", "[ch07]") {
+  Generator gen(4);
+  Transformer model(tiny(11, 12), gen);
+  model.eval();
+  DecodeOptions o;
+  o.max_len = 6;
+  for (const auto& seq : beam_decode(model, ids({1, 2, 3, 0, 5, 6, 7, 8}, 2), 4, 0.6, o)) {
+    REQUIRE_FALSE(seq.empty());
+    CHECK((seq.back() == o.eos || static_cast<std::int64_t>(seq.size()) == o.max_len));
+    for (std::int64_t t : seq) CHECK((t != o.pad && t != o.bos));
+  }
+  REQUIRE_THROWS_WITH_ALL(beam_decode(model, ids({1}, 1), 0), ValueError, "width");
+}
+
+TEST_CASE("the loss at initialisation is close to ln(V)", "[ch07]") {
+  // An untrained model should be unsure: near-uniform predictions cost ln(V) nats per token.
+  Generator gen(5);
+  const std::int64_t V = 40;
+  Transformer model(tiny(30, V), gen);
+  model.eval();
+  Generator data(6);
+  const Tensor src = ids({1, 5, 9, 12, 4, 7, 22, 2, 3, 8, 11, 6}, 2);
+  const Tensor tgt = ids({1, 5, 9, 30, 4, 7, 22, 2, 3, 8, 11, 6}, 2);
+  const double loss = cross_entropy(model.forward(src, tgt), tgt).item();
+  INFO("loss " << loss << ", ln V " << std::log(static_cast<double>(V)));
+  CHECK(std::abs(loss - std::log(static_cast<double>(V))) < 0.15 * std::log(static_cast<double>(V)));
+}
+
+TEST_CASE("the model overfits one batch: the seed's toy pairs translate exactly (no dropout)", "[ch07]") {
+  const auto pairs = toy_pairs();
+  std::vector<std::vector<std::string>> src, tgt;
+  for (const auto& p : pairs) src.push_back(p.src), tgt.push_back(p.tgt);
+  const Vocabulary sv = Vocabulary::build(src), tv = Vocabulary::build(tgt);
+  Generator gen(7);
+  Transformer model(tiny(sv.size(), tv.size()), gen);
+  Trainer trainer(model, {.warmup = 30});
+  const Batch batch = make_batch(pairs, sv, tv);
+  double first = 0, last = 0;
+  for (int s = 0; s < 300; ++s) (s == 0 ? first : last) = trainer.step(batch);
+  INFO("loss " << first << " -> " << last);
+  CHECK(last < 0.5 * first);
+  CHECK(exact_match(model, pairs, sv, tv) == 1.0);
+  // Beam search agrees with and without the cache, and with greedy, on a model that has learned.
+  const Batch b = make_batch(pairs, sv, tv);
+  DecodeOptions full;
+  full.use_cache = false;
+  const auto beam = beam_decode(model, b.src, 3, 0.6);
+  CHECK(beam == beam_decode(model, b.src, 3, 0.6, full));
+  CHECK(beam == greedy_decode(model, b.src));
+}
+
+TEST_CASE("a run resumed from a mid-run checkpoint continues bit-identically", "[ch07]") {
+  const NumeralTask task(1);
+  Vocabulary sv, tv;
+  for (std::int64_t n : {1, 10, 11, 20, 100, 110, 1003, 10003, 10300, 23456, 98765, 70001})
+    for (std::int64_t k = 0; k < 10; ++k) {
+      const Pair p = numeral_pair(std::min<std::int64_t>(n + k * 1111, NumeralTask::kMax));
+      for (const auto& t : p.src) sv.add(t);
+      for (const auto& t : p.tgt) tv.add(t);
+    }
+  for (const char* w :
+       {"one",    "two",    "three",    "four",     "five",    "six",     "seven",     "eight",    "nine",     "ten",
+        "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen", "twenty",
+        "thirty", "forty",  "fifty",    "sixty",    "seventy", "eighty",  "ninety",    "hundred",  "thousand", "and"})
+    tv.add(w);
+  Config c = tiny(sv.size(), tv.size());
+  c.dropout = 0.1;  // the dropout masks must resume too
+  auto run = [&](int steps, const std::filesystem::path& save, const std::filesystem::path& load) {
+    Generator gen(11), data(12);
+    Transformer model(c, gen);
+    Trainer trainer(model, {.warmup = 10});
+    if (!load.empty()) trainer.load(load, {{"model", &gen}, {"data", &data}});
+    std::vector<double> losses;
+    for (int s = 0; s < steps; ++s) losses.push_back(trainer.step(make_batch(task.train_batch(8, data), sv, tv)));
+    if (!save.empty()) trainer.save(save, {{"model", &gen}, {"data", &data}});
+    return losses;
+  };
+  const auto path = std::filesystem::temp_directory_path() / "stepformer-test-resume07.safetensors";
+  const auto uninterrupted = run(6, {}, {});
+  const auto first_half = run(3, path, {});
+  const auto second_half = run(3, {}, path);
+  CHECK(std::vector<double>(uninterrupted.begin(), uninterrupted.begin() + 3) == first_half);
+  CHECK(std::vector<double>(uninterrupted.begin() + 3, uninterrupted.end()) == second_half);
+}
+
+TEST_CASE("vocabulary: dense unique ids, round trip, UNK (seed 000's duplicate '.')", "[ch07][data]") {
+  const Vocabulary v =
+      Vocabulary::build({word_tokens("I have a good friend ."), word_tokens("I have zero girl friend .")});
+  CHECK(v.size() == 4 + 8);
+  for (std::int64_t i = 0; i < v.size(); ++i) CHECK(v.id(v.token(i)) == i);
+  const auto tokens = word_tokens("I have a girl friend .");
+  CHECK(v.decode(v.encode(tokens)) == tokens);
+  CHECK(v.id("boy") == Vocabulary::kUnk);
+  CHECK(v.decode({Vocabulary::kBos, v.id("I"), Vocabulary::kEos, v.id("have")}) == std::vector<std::string>{"I"});
+  REQUIRE_THROWS_WITH_ALL(v.token(12), IndexError, "id 12", "12 tokens");
+}
+
+TEST_CASE("Chinese numerals and English words follow the rules, including 零", "[ch07][data]") {
+  CHECK(chinese_numeral(10003) == "一万零三");
+  CHECK(english_number(10003) == "ten thousand and three");
+  CHECK(chinese_numeral(321) == "三百二十一");
+  CHECK(english_number(321) == "three hundred twenty one");
+  CHECK(chinese_numeral(10) == "十");
+  CHECK(chinese_numeral(110) == "一百一十");
+  CHECK(chinese_numeral(1030) == "一千零三十");
+  CHECK(chinese_numeral(10300) == "一万零三百");
+  CHECK(chinese_numeral(11000) == "一万一千");
+  CHECK(english_number(11000) == "eleven thousand");
+  CHECK(english_number(99999) == "ninety nine thousand nine hundred ninety nine");
+  CHECK(char_tokens("一万零三") == std::vector<std::string>{"一", "万", "零", "三"});
+  REQUIRE_THROWS_AS(chinese_numeral(0), ValueError);
+}
+
+TEST_CASE("held-out numbers never appear in training batches", "[ch07][data]") {
+  const NumeralTask task(3);
+  const auto test = task.test_set(200);
+  CHECK(test.size() == 200);
+  std::set<std::string> held_out;
+  for (const auto& p : test) held_out.insert(join(p.src, ""));
+  Generator gen(1);
+  for (const auto& p : task.train_batch(2000, gen)) CHECK(held_out.count(join(p.src, "")) == 0);
+  std::int64_t in_test = 0;
+  for (std::int64_t n = 1; n <= 5000; ++n) in_test += task.is_test(n);
+  CHECK(std::abs(static_cast<double>(in_test) / 5000.0 - 0.1) < 0.02);
+}
+
+TEST_CASE("batches: shifted targets, padding, token counts", "[ch07][data]") {
+  const auto pairs = toy_pairs();
+  std::vector<std::vector<std::string>> src, tgt;
+  for (const auto& p : pairs) src.push_back(p.src), tgt.push_back(p.tgt);
+  const Vocabulary sv = Vocabulary::build(src), tv = Vocabulary::build(tgt);
+  const Batch b = make_batch({pairs[0], {word_tokens("我 有"), word_tokens("I have")}}, sv, tv);
+  CHECK(b.src.shape() == Shape{2, 7});
+  CHECK(b.tgt_in.shape() == Shape{2, 7});
+  CHECK(b.tgt_in.at({0, 0}) == Vocabulary::kBos);
+  CHECK(b.tgt_out.at({0, 6}) == Vocabulary::kEos);
+  CHECK(b.tgt_in.at({0, 1}) == b.tgt_out.at({0, 0}));  // shifted right by one
+  CHECK(b.src.at({1, 2}) == Vocabulary::kPad);
+  CHECK(b.target_tokens == 7 + 3);
+}

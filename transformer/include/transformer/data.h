@@ -1,0 +1,83 @@
+#pragma once
+// Chapter 07 — data: vocabularies, tokenizers, batches, and the data sets the demo trains on.
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "autograd/random.h"
+#include "autograd/tensor.h"
+
+namespace stepformer::transformer {
+
+// Token <-> id. Ids are dense and unique, 0 .. size()-1, with the four specials first (seed 000 listed
+// '.' twice, so one id was never produced and another equalled the vocabulary size).
+class Vocabulary {
+ public:
+  static constexpr std::int64_t kPad = 0, kBos = 1, kEos = 2, kUnk = 3;
+
+  Vocabulary();  // just the specials: <pad> <bos> <eos> <unk>
+  // Every distinct token of the corpus, in order of first appearance.
+  static Vocabulary build(const std::vector<std::vector<std::string>>& corpus);
+
+  std::int64_t add(const std::string& token);       // its id (the existing one if already present)
+  std::int64_t id(const std::string& token) const;  // kUnk when absent
+  const std::string& token(std::int64_t id) const;  // IndexError when out of range
+  std::int64_t size() const { return static_cast<std::int64_t>(tokens_.size()); }
+
+  std::vector<std::int64_t> encode(const std::vector<std::string>& tokens) const;
+  // Stops at the first EOS; skips PAD and BOS.
+  std::vector<std::string> decode(const std::vector<std::int64_t>& ids) const;
+
+ private:
+  std::vector<std::string> tokens_;
+  std::unordered_map<std::string, std::int64_t> ids_;
+};
+
+std::vector<std::string> word_tokens(const std::string& text);  // split on whitespace
+std::vector<std::string> char_tokens(const std::string& text);  // one token per UTF-8 character, spaces dropped
+std::string join(const std::vector<std::string>& tokens, const std::string& sep = " ");
+
+struct Pair {
+  std::vector<std::string> src, tgt;
+};
+
+// A padded batch: tgt_in = BOS + target ("shifted right"), tgt_out = target + EOS.
+struct Batch {
+  Tensor src;                      // int64 [B, S]
+  Tensor tgt_in;                   // int64 [B, T]
+  Tensor tgt_out;                  // int64 [B, T]
+  std::int64_t target_tokens = 0;  // non-PAD entries of tgt_out
+};
+Batch make_batch(const std::vector<Pair>& pairs, const Vocabulary& src_vocab, const Vocabulary& tgt_vocab);
+// Sorts by length (less padding), cuts into batches of at most `batch_size` pairs.
+std::vector<Batch> make_batches(std::vector<Pair> pairs, const Vocabulary& src_vocab, const Vocabulary& tgt_vocab,
+                                std::int64_t batch_size);
+
+// --- data sets -----------------------------------------------------------------------------------
+// Seed 000's three zh -> en pairs ("我 有 一 个 好 朋 友" -> "I have a good friend .").
+std::vector<Pair> toy_pairs();
+
+// Chinese numerals to English words, 1 to 99,999: 一万零三 -> "ten thousand and three", 三百二十一 ->
+// "three hundred twenty one". The source is read character by character; the translation needs real
+// reordering (万 groups four digits, English groups three) and the 零 rules.
+std::string chinese_numeral(std::int64_t n);
+std::string english_number(std::int64_t n);
+Pair numeral_pair(std::int64_t n);
+
+// Numbers split once into train and held-out test by a hash of the number and the seed (about 10% test):
+// test numbers are never seen in training.
+class NumeralTask {
+ public:
+  explicit NumeralTask(std::uint64_t seed = 0, double test_fraction = 0.1);
+  bool is_test(std::int64_t n) const;
+  std::vector<Pair> train_batch(std::int64_t size, Generator& gen) const;  // random training numbers
+  std::vector<Pair> test_set(std::int64_t size) const;                     // the first `size` test numbers
+  static constexpr std::int64_t kMax = 99'999;
+
+ private:
+  std::uint64_t seed_;
+  double test_fraction_;
+};
+
+}  // namespace stepformer::transformer

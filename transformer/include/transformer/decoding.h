@@ -1,0 +1,29 @@
+#pragma once
+// Chapter 07 — turning a trained model into translations: greedy and beam search, with the KV cache.
+#include <cstdint>
+#include <vector>
+
+#include "transformer/model.h"
+
+namespace stepformer::transformer {
+
+struct DecodeOptions {
+  std::int64_t pad = 0, bos = 1, eos = 2;  // PAD and BOS are never generated
+  std::int64_t max_len = 50;               // tokens generated at most (EOS included); capped by the model's max_len - 1
+  bool use_cache = true;                   // false recomputes the whole prefix every step (for tests and teaching)
+};
+
+// Greedy: at every step the single most likely next token, for the whole batch at once; a sequence stops
+// at its EOS (later steps leave it alone). src [B, S] -> B token lists, each without BOS, ending at EOS
+// (included) or at max_len.
+std::vector<std::vector<std::int64_t>> greedy_decode(Transformer& model, const Tensor& src,
+                                                     const DecodeOptions& o = {});
+
+// Beam search, one source sentence at a time: keep the `width` best prefixes by summed log-probability;
+// a prefix that emits EOS is finished; stop when `width` prefixes have finished or max_len is reached.
+// The winner maximises score / lp(length) with GNMT's lp = ((5 + length) / 6)^alpha (Wu et al. 2016);
+// alpha = 0 compares raw scores. Width 1 equals greedy decoding.
+std::vector<std::vector<std::int64_t>> beam_decode(Transformer& model, const Tensor& src, std::int64_t width,
+                                                   double alpha = 0.6, const DecodeOptions& o = {});
+
+}  // namespace stepformer::transformer

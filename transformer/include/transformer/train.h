@@ -1,0 +1,52 @@
+#pragma once
+// Chapter 07 — the training recipe of section 5.3-5.4, and checkpoints that resume exactly.
+#include <filesystem>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "nn/optim.h"
+#include "nn/schedule.h"
+#include "transformer/data.h"
+#include "transformer/model.h"
+
+namespace stepformer::transformer {
+
+struct TrainOptions {
+  std::int64_t warmup = 400;     // the paper: 4000 on WMT; small tasks want fewer
+  double lr_factor = 1.0;        // multiplies the Noam schedule (the annotated Transformer uses 1-2)
+  double label_smoothing = 0.1;  // "epsilon_ls = 0.1" (5.4)
+  double clip_norm = 1.0;        // global gradient norm (not in the paper; standard, and cheap insurance)
+};
+
+// Adam(beta1 0.9, beta2 0.98, eps 1e-9) with the warmup schedule lrate = factor * d_model^-0.5 *
+// min(step^-0.5, step * warmup^-1.5) (5.3), cross-entropy with label smoothing over non-PAD targets.
+class Trainer {
+ public:
+  Trainer(Transformer& model, const TrainOptions& o);
+
+  double step(const Batch& batch);  // one optimizer step; returns the mean loss per target token
+  std::int64_t steps_done() const { return steps_; }
+  double learning_rate() const { return optimizer_.lr(); }
+
+  // The model, the optimizer state, the step count and the named generators' offsets (the dropout
+  // masks and the data order), so that a resumed run continues bit-identically.
+  void save(const std::filesystem::path& path, const std::vector<std::pair<std::string, Generator*>>& generators) const;
+  void load(const std::filesystem::path& path, const std::vector<std::pair<std::string, Generator*>>& generators);
+
+ private:
+  Transformer& model_;
+  TrainOptions o_;
+  nn::Adam optimizer_;
+  nn::NoamSchedule schedule_;
+  std::int64_t steps_ = 0;
+};
+
+// Mean loss per target token over batches, in eval mode (no dropout, no label smoothing), without a graph.
+double evaluate_loss(Transformer& model, const std::vector<Batch>& batches);
+
+// The fraction of pairs whose greedy translation equals the reference exactly.
+double exact_match(Transformer& model, const std::vector<Pair>& pairs, const Vocabulary& src_vocab,
+                   const Vocabulary& tgt_vocab, std::int64_t batch_size = 64);
+
+}  // namespace stepformer::transformer

@@ -1,0 +1,87 @@
+// Chapter 07: training.
+#include "transformer/train.h"
+
+#include <fmt/format.h>
+
+#include "autograd/errors.h"
+#include "autograd/grad_mode.h"
+#include "autograd/ops.h"
+#include "nn/checkpoint.h"
+#include "transformer/decoding.h"
+
+namespace stepformer::transformer {
+
+Trainer::Trainer(Transformer& model, const TrainOptions& o)
+    : model_(model),
+      o_(o),
+      optimizer_(model.named_parameters(), {.lr = 0.0, .beta1 = 0.9, .beta2 = 0.98, .eps = 1e-9}),
+      schedule_{model.cfg.d_model, o.warmup, o.lr_factor} {}
+
+double Trainer::step(const Batch& batch) {
+  model_.train();
+  optimizer_.zero_grad();
+  const Tensor logits = model_.forward(batch.src, batch.tgt_in);  // [B, T, V]
+  const Tensor loss = cross_entropy(logits, batch.tgt_out, Vocabulary::kPad, o_.label_smoothing);
+  loss.backward();
+  if (o_.clip_norm > 0) nn::clip_grad_norm_(model_.parameters(), o_.clip_norm);
+  optimizer_.set_lr(schedule_(++steps_));
+  optimizer_.step();
+  return loss.item();
+}
+
+void Trainer::save(const std::filesystem::path& path,
+                   const std::vector<std::pair<std::string, Generator*>>& generators) const {
+  nn::Metadata meta{{"step", std::to_string(steps_)}};
+  for (const auto& [name, gen] : generators) {
+    meta["generator." + name + ".seed"] = std::to_string(gen->seed());
+    meta["generator." + name + ".offset"] = std::to_string(gen->offset());
+  }
+  nn::save_checkpoint(path, model_, &optimizer_, meta);
+}
+
+void Trainer::load(const std::filesystem::path& path,
+                   const std::vector<std::pair<std::string, Generator*>>& generators) {
+  const nn::Metadata meta = nn::load_checkpoint(path, model_, &optimizer_);
+  auto number = [&](const std::string& key) -> std::uint64_t {
+    auto it = meta.find(key);
+    if (it == meta.end())
+      throw nn::CheckpointError(fmt::format("{}: no '{}' in the checkpoint's metadata", path.string(), key));
+    return std::stoull(it->second);
+  };
+  steps_ = static_cast<std::int64_t>(number("step"));
+  for (const auto& [name, gen] : generators) {
+    *gen = Generator(number("generator." + name + ".seed"));
+    gen->set_offset(number("generator." + name + ".offset"));
+  }
+}
+
+double evaluate_loss(Transformer& model, const std::vector<Batch>& batches) {
+  model.eval();
+  NoGradGuard no_grad;
+  double total = 0;
+  std::int64_t tokens = 0;
+  for (const Batch& b : batches) {
+    total += cross_entropy(model.forward(b.src, b.tgt_in), b.tgt_out, Vocabulary::kPad, 0.0, Reduction::sum).item();
+    tokens += b.target_tokens;
+  }
+  return tokens ? total / static_cast<double>(tokens) : 0.0;
+}
+
+double exact_match(Transformer& model, const std::vector<Pair>& pairs, const Vocabulary& sv, const Vocabulary& tv,
+                   std::int64_t batch_size) {
+  model.eval();
+  std::int64_t right = 0;
+  for (std::size_t i = 0; i < pairs.size(); i += static_cast<std::size_t>(batch_size)) {
+    const std::vector<Pair> chunk(
+        pairs.begin() + static_cast<std::ptrdiff_t>(i),
+        pairs.begin() + static_cast<std::ptrdiff_t>(std::min(pairs.size(), i + static_cast<std::size_t>(batch_size))));
+    const Batch b = make_batch(chunk, sv, tv);
+    DecodeOptions o;
+    o.max_len = b.tgt_out.size(1) + 5;
+    const auto out = greedy_decode(model, b.src, o);
+    for (std::size_t k = 0; k < chunk.size(); ++k) right += tv.decode(out[k]) == chunk[k].tgt;
+  }
+  return pairs.empty() ? 0.0 : static_cast<double>(right) / static_cast<double>(pairs.size());
+}
+
+}  // namespace stepformer::transformer
