@@ -29,8 +29,8 @@ struct Options {
   std::int64_t steps = 0;  // 0: the task's default
   std::int64_t batch = 64;
   std::int64_t d_model = 64, layers = 2, heads = 4, d_ff = 256;
-  double dropout = 0.1;
-  int threads = 0;  // 0: OpenMP's default
+  double dropout = -1;  // < 0: the task's default (toy 0.1; numerals 0, its data is unlimited)
+  int threads = 0;      // 0: OpenMP's default
   std::string device = "cpu";
   std::filesystem::path save, load;
 };
@@ -43,7 +43,7 @@ Config model_config(const Options& o, const Vocabulary& sv, const Vocabulary& tv
   c.d_model = o.d_model;
   c.d_ff = o.d_ff;
   c.n_heads = o.heads;
-  c.dropout = o.dropout;
+  c.dropout = o.dropout;  // resolved by the task before this is called
   c.max_len = 64;
   c.pad_id = Vocabulary::kPad;
   return c;
@@ -97,7 +97,8 @@ void print_samples(Transformer& model, const std::vector<Pair>& pairs, const Voc
 }
 
 // --- toy ----------------------------------------------------------------------------------------------
-int run_toy(const Options& o) {
+int run_toy(Options o) {
+  if (o.dropout < 0) o.dropout = 0.1;
   const auto pairs = toy_pairs();
   std::vector<std::vector<std::string>> src, tgt;
   for (const auto& p : pairs) src.push_back(p.src), tgt.push_back(p.tgt);
@@ -138,10 +139,11 @@ struct NumeralVocab {
   }
 };
 
-int run_numerals(const Options& o) {
+int run_numerals(Options o) {
+  if (o.dropout < 0) o.dropout = 0.0;
   const NumeralVocab vocab;
   const NumeralTask task(o.common.seed);
-  const std::int64_t steps = o.steps ? o.steps : 1500;
+  const std::int64_t steps = o.steps ? o.steps : 3000;
   sf::Generator gen(o.common.seed), data_gen(o.common.seed + 1);
   Transformer model(model_config(o, vocab.src, vocab.tgt), gen);
   Trainer trainer(model, {.warmup = 200, .lr_factor = 2.0});
@@ -184,7 +186,8 @@ int run_numerals(const Options& o) {
 }
 
 // --- translate ----------------------------------------------------------------------------------------
-int run_translate(const Options& o) {
+int run_translate(Options o) {
+  if (o.dropout < 0) o.dropout = 0.0;
   if (o.load.empty())
     throw std::invalid_argument("translate needs --load FILE (from: 07_transformer numerals --save FILE)");
   const NumeralVocab vocab;
@@ -217,13 +220,13 @@ int main(int argc, char** argv) {
   Options o;
   CLI::App app{"07_transformer: the whole Transformer, trained on the seed's toy pairs and on Chinese numerals"};
   sf::demo::add_common_options(app, o.common);
-  app.add_option("--steps", o.steps, "training steps (default: 150 toy, 1500 numerals)");
+  app.add_option("--steps", o.steps, "training steps (default: 150 toy, 3000 numerals)");
   app.add_option("--batch", o.batch, "pairs per batch (numerals)")->capture_default_str();
   app.add_option("--d-model", o.d_model, "model size")->capture_default_str();
   app.add_option("--layers", o.layers, "encoder and decoder layers")->capture_default_str();
   app.add_option("--heads", o.heads, "attention heads")->capture_default_str();
   app.add_option("--d-ff", o.d_ff, "feed-forward size")->capture_default_str();
-  app.add_option("--dropout", o.dropout, "dropout")->capture_default_str();
+  app.add_option("--dropout", o.dropout, "dropout (default: 0.1 toy, 0 numerals)");
   app.add_option("--threads", o.threads, "CPU threads (default: all cores)");
   app.add_option("--device", o.device, "cpu (cuda and cuda-sim come with the CUDA chapter)")->capture_default_str();
   app.add_option("--save", o.save, "write a checkpoint at the end (numerals)");
