@@ -28,6 +28,8 @@ struct Options {
   sf::demo::CommonOptions common;
   std::int64_t steps = 0;  // 0: the task's default
   std::int64_t batch = 64;
+  double lr_factor = 1.0;
+  std::int64_t warmup = 200;
   std::int64_t d_model = 64, layers = 2, heads = 4, d_ff = 256;
   double dropout = -1;  // < 0: the task's default (toy 0.1; numerals 0, its data is unlimited)
   int threads = 0;      // 0: OpenMP's default
@@ -146,7 +148,7 @@ int run_numerals(Options o) {
   const std::int64_t steps = o.steps ? o.steps : 3000;
   sf::Generator gen(o.common.seed), data_gen(o.common.seed + 1);
   Transformer model(model_config(o, vocab.src, vocab.tgt), gen);
-  Trainer trainer(model, {.warmup = 200, .lr_factor = 2.0});
+  Trainer trainer(model, {.warmup = o.warmup, .lr_factor = o.lr_factor});
   if (!o.load.empty()) {
     trainer.load(o.load, {{"model", &gen}, {"data", &data_gen}});
     fmt::print("resumed from {} at step {}\n", o.load.string(), trainer.steps_done());
@@ -222,6 +224,8 @@ int main(int argc, char** argv) {
   sf::demo::add_common_options(app, o.common);
   app.add_option("--steps", o.steps, "training steps (default: 150 toy, 3000 numerals)");
   app.add_option("--batch", o.batch, "pairs per batch (numerals)")->capture_default_str();
+  app.add_option("--lr-factor", o.lr_factor, "factor of the warmup schedule (numerals)")->capture_default_str();
+  app.add_option("--warmup", o.warmup, "warmup steps of the schedule (numerals)")->capture_default_str();
   app.add_option("--d-model", o.d_model, "model size")->capture_default_str();
   app.add_option("--layers", o.layers, "encoder and decoder layers")->capture_default_str();
   app.add_option("--heads", o.heads, "attention heads")->capture_default_str();
