@@ -87,7 +87,8 @@ std::string heatmap_svg(const Tensor& matrix, const std::vector<std::string>& ro
   const auto v = matrix.to_vector<double>();
   const double lo = *std::min_element(v.begin(), v.end()), hi = *std::max_element(v.begin(), v.end());
   const int cell = C > 40 ? 8 : 36, left = rows.empty() ? 10 : 70, top = 50 + (cols.empty() ? 0 : 20);
-  const int width = left + static_cast<int>(C) * cell + 20, height = top + static_cast<int>(R) * cell + 20;
+  const int width = std::max(left + static_cast<int>(C) * cell + 20, left + 7 * static_cast<int>(title.size()) + 20);
+  const int height = top + static_cast<int>(R) * cell + 20;
   std::string svg = fmt::format(
       "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" font-family=\"sans-serif\" "
       "font-size=\"12\">\n"
