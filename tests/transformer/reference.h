@@ -44,6 +44,11 @@ inline void check_parameter_grads(const nn::Module& m, const nn::StateDict& f, c
   }
 }
 
+// Token ids as an int64 [B, len / B] tensor.
+inline Tensor ids(const std::vector<std::int64_t>& v, std::int64_t B) {
+  return from_vector(v, {B, static_cast<std::int64_t>(v.size()) / B}, {DType::int64});
+}
+
 // A leaf copy of a fixture input that requires grad.
 inline Tensor leaf(const nn::StateDict& f, const std::string& name) {
   return contiguous(f.at("input." + name) * 1.0).detach().set_requires_grad();

@@ -6,12 +6,6 @@ using namespace stepformer;
 using namespace stepformer::test;
 using namespace stepformer::transformer;
 
-namespace {
-Tensor ids(const std::vector<std::int64_t>& v, std::int64_t B) {
-  return from_vector(v, {B, static_cast<std::int64_t>(v.size()) / B}, {DType::int64});
-}
-}  // namespace
-
 TEST_CASE("scaled_dot_product_attention matches PyTorch with a pad mask, with gradients", "[ch02]") {
   const auto f = chapter_fixture("02_sdpa");
   Tensor q = leaf(f, "q"), k = leaf(f, "k"), v = leaf(f, "v");

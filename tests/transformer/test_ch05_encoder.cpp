@@ -7,9 +7,6 @@ using namespace stepformer::test;
 using namespace stepformer::transformer;
 
 namespace {
-Tensor ids(const std::vector<std::int64_t>& v, std::int64_t B) {
-  return from_vector(v, {B, static_cast<std::int64_t>(v.size()) / B}, {DType::int64});
-}
 // Closed form: token embedding V*D; per layer 4 projections (D*D + D), the FFN (2*D*F + F + D) and two
 // LayerNorms (2*D each).
 std::int64_t encoder_parameters(const Config& c) {

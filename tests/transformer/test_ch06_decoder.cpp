@@ -7,9 +7,6 @@ using namespace stepformer::test;
 using namespace stepformer::transformer;
 
 namespace {
-Tensor ids(const std::vector<std::int64_t>& v, std::int64_t B) {
-  return from_vector(v, {B, static_cast<std::int64_t>(v.size()) / B}, {DType::int64});
-}
 std::int64_t decoder_parameters(const Config& c) {  // two attentions and three LayerNorms per layer
   const std::int64_t D = c.d_model, F = c.d_ff;
   return c.tgt_vocab * D + c.n_layers * (8 * (D * D + D) + (2 * D * F + F + D) + 3 * 2 * D);

@@ -12,9 +12,6 @@ using namespace stepformer::test;
 using namespace stepformer::transformer;
 
 namespace {
-Tensor ids(const std::vector<std::int64_t>& v, std::int64_t B) {
-  return from_vector(v, {B, static_cast<std::int64_t>(v.size()) / B}, {DType::int64});
-}
 Config tiny(std::int64_t src_vocab, std::int64_t tgt_vocab) {
   Config c = small_config();
   c.src_vocab = src_vocab;
