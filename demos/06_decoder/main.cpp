@@ -11,22 +11,14 @@ using namespace stepformer::transformer;
 
 int main(int argc, char** argv) {
   sf::demo::CommonOptions common;
-  Config cfg;
-  cfg.n_layers = 2;
-  cfg.d_model = 32;
-  cfg.n_heads = 4;
-  cfg.max_len = 16;
+  Config cfg = sf::demo::small_stack_config();
   CLI::App app{"06_decoder: masked self-attention, cross-attention, FFN; why the decoder is causal"};
-  app.add_option("--layers", cfg.n_layers, "N")->capture_default_str()->check(CLI::Range(1, 24));
-  app.add_option("--d-model", cfg.d_model, "model size")->capture_default_str()->check(CLI::Range(2, 1024));
-  app.add_option("--heads", cfg.n_heads, "attention heads")->capture_default_str()->check(CLI::Range(1, 64));
+  sf::demo::add_stack_options(app, cfg);
   sf::demo::add_common_options(app, common);
   CLI11_PARSE(app, argc, argv);
+  sf::demo::finish_stack_config(cfg);
 
   const auto& data = sf::demo::toy_data();
-  cfg.src_vocab = static_cast<std::int64_t>(data.src_vocab.size());
-  cfg.tgt_vocab = static_cast<std::int64_t>(data.tgt_vocab.size());
-  cfg.d_ff = 2 * cfg.d_model;
   sf::Generator gen(common.seed);
   Encoder encoder(cfg, gen);
   Decoder decoder(cfg, gen);

@@ -173,4 +173,25 @@ void add_common_options(CLI::App& app, CommonOptions& o) {
   app.add_option("--seed", o.seed, "seed for the weights")->capture_default_str();
 }
 
+transformer::Config small_stack_config() {
+  transformer::Config cfg;
+  cfg.n_layers = 2;
+  cfg.d_model = 32;
+  cfg.n_heads = 4;
+  cfg.max_len = 16;
+  return cfg;
+}
+
+void add_stack_options(CLI::App& app, transformer::Config& cfg) {
+  app.add_option("--layers", cfg.n_layers, "N")->capture_default_str()->check(CLI::Range(1, 24));
+  app.add_option("--d-model", cfg.d_model, "model size")->capture_default_str()->check(CLI::Range(2, 1024));
+  app.add_option("--heads", cfg.n_heads, "attention heads")->capture_default_str()->check(CLI::Range(1, 64));
+}
+
+void finish_stack_config(transformer::Config& cfg) {
+  cfg.d_ff = 2 * cfg.d_model;
+  cfg.src_vocab = static_cast<std::int64_t>(toy_data().src_vocab.size());
+  cfg.tgt_vocab = static_cast<std::int64_t>(toy_data().tgt_vocab.size());
+}
+
 }  // namespace stepformer::demo

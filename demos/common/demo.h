@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "autograd/tensor.h"
+#include "transformer/config.h"
 
 namespace stepformer::demo {
 
@@ -43,5 +44,11 @@ struct CommonOptions {
   std::uint64_t seed = 1;
 };
 void add_common_options(CLI::App& app, CommonOptions& o);
+
+// A small stack for the encoder and decoder demos (N 2, D 32, 4 heads, F = 2 D, toy vocabularies), with
+// --layers, --d-model and --heads; call finish_stack_config after parsing.
+transformer::Config small_stack_config();
+void add_stack_options(CLI::App& app, transformer::Config& cfg);
+void finish_stack_config(transformer::Config& cfg);  // d_ff = 2 d_model; vocabulary sizes of toy_data()
 
 }  // namespace stepformer::demo
