@@ -3,7 +3,8 @@
 //   07_transformer            the toy pairs to exact translations, then the numerals task (the README's demo)
 //   07_transformer toy        seed 000's three zh -> en pairs
 //   07_transformer numerals   Chinese numerals -> English words, scored on held-out numbers
-//   07_transformer translate --load FILE   read numerals from stdin, print translations and attention
+//   07_transformer freedict   German -> English phrases from Debian's dict-freedict-deu-eng, test BLEU
+//   07_transformer translate --load FILE [--task freedict]   read stdin, print translations and attention
 #include <fmt/format.h>
 #include <omp.h>
 #include <unistd.h>
@@ -15,7 +16,9 @@
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
 #include "demo.h"
+#include "transformer/bleu.h"
 #include "transformer/decoding.h"
+#include "transformer/freedict.h"
 #include "transformer/train.h"
 
 namespace sf = stepformer;
@@ -35,6 +38,8 @@ struct Options {
   int threads = 0;      // 0: OpenMP's default
   std::string device = "cpu";
   std::filesystem::path save, load;
+  std::filesystem::path dict = kFreedictDeuEng;
+  std::string task = "numerals";  // translate: which task's checkpoint --load holds
 };
 
 Config model_config(const Options& o, const Vocabulary& sv, const Vocabulary& tv) {
@@ -87,15 +92,13 @@ void write_pictures(const Options& o, const std::string& task, const std::vector
                                                task + ": cross-attention of the last layer (mean of heads)"));
 }
 
-void print_samples(Transformer& model, const std::vector<Pair>& pairs, const Vocabulary& sv, const Vocabulary& tv) {
-  const Batch b = make_batch(pairs, sv, tv);
-  const auto out = greedy_decode(model, b.src, {.max_len = b.tgt_out.size(1) + 5});
+void print_samples(Transformer& model, const std::vector<Pair>& pairs, const Vocabulary& sv, const Vocabulary& tv,
+                   const std::string& src_separator = "") {
+  const auto out = greedy_translations(model, pairs, sv, tv);
   fmt::print("  {:<16} {:<42} {}\n", "source", "translation (greedy)", "");
-  for (std::size_t i = 0; i < pairs.size(); ++i) {
-    const auto got = tv.decode(out[i]);
-    fmt::print("  {:<16} {:<42} {}\n", join(pairs[i].src, ""), join(got),
-               got == pairs[i].tgt ? "ok" : "expected: " + join(pairs[i].tgt));
-  }
+  for (std::size_t i = 0; i < pairs.size(); ++i)
+    fmt::print("  {:<16} {:<42} {}\n", join(pairs[i].src, src_separator), join(out[i]),
+               out[i] == pairs[i].tgt ? "ok" : "expected: " + join(pairs[i].tgt));
 }
 
 // --- toy ----------------------------------------------------------------------------------------------
@@ -187,26 +190,112 @@ int run_numerals(Options o) {
   return 0;
 }
 
+// --- freedict ----------------------------------------------------------------------------------------
+struct FreedictData {
+  Splits splits;
+  Vocabulary src, tgt;  // from the training split; words seen once become <unk>
+  explicit FreedictData(const std::filesystem::path& dict) {
+    if (!std::filesystem::exists(dict))
+      throw std::invalid_argument(fmt::format(
+          "{} is missing: install Debian's dict-freedict-deu-eng (`./run demo freedict` does) or pass --dict",
+          dict.string()));
+    splits = split_pairs(freedict_examples(read_gzip_file(dict)), kMaxTokens);
+    std::vector<std::vector<std::string>> s, t;
+    for (const auto& p : splits.train) s.push_back(p.src), t.push_back(p.tgt);
+    src = Vocabulary::build(s, 2);
+    tgt = Vocabulary::build(t, 2);
+  }
+  static constexpr std::size_t kMaxTokens = 12;
+};
+
+int run_freedict(Options o) {
+  if (o.dropout < 0) o.dropout = 0.1;
+  const auto read_start = Clock::now();
+  const FreedictData data(o.dict);
+  const auto& [train, valid, test] = data.splits;
+  const std::int64_t steps = o.steps ? o.steps : 4000;
+  sf::Generator gen(o.common.seed), data_gen(o.common.seed + 1);
+  Transformer model(model_config(o, data.src, data.tgt), gen);
+  Trainer trainer(model, {.warmup = o.warmup, .lr_factor = o.lr_factor});
+  if (!o.load.empty()) {
+    trainer.load(o.load, {{"model", &gen}, {"data", &data_gen}});
+    fmt::print("resumed from {} at step {}\n", o.load.string(), trainer.steps_done());
+  }
+  fmt::print("== freedict: German -> English examples of {} ({:.1f} s to read)\n", o.dict.string(),
+             std::chrono::duration<double>(Clock::now() - read_start).count());
+  fmt::print("   pairs of at most {} tokens: train {}, valid {}, test {}; vocabulary de {}, en {} (seen twice)\n",
+             FreedictData::kMaxTokens, train.size(), valid.size(), test.size(), data.src.size(), data.tgt.size());
+  fmt::print("   {} parameters; batch {}; {} steps\n", model.parameter_count(), o.batch, steps);
+  const auto batches = make_batches(train, data.src, data.tgt, o.batch);  // by length: little padding
+  const auto valid_batches = make_batches(valid, data.src, data.tgt, 100);
+  std::vector<double> losses;
+  const auto start = Clock::now();
+  std::int64_t tokens = 0;
+  while (trainer.steps_done() < steps) {
+    // A random batch each step; the data generator's offset is in the checkpoint, so a resume continues.
+    const double u = sf::rand({1}, data_gen, {sf::DType::float64}).to_vector<double>()[0];
+    const Batch& b =
+        batches[std::min(batches.size() - 1, static_cast<std::size_t>(u * static_cast<double>(batches.size())))];
+    losses.push_back(trainer.step(b));
+    tokens += b.target_tokens;
+    const std::int64_t s = trainer.steps_done();
+    const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+    if (s % 100 == 0 || s == steps) {
+      const std::string extra =
+          s % 1000 == 0 || s == steps ? fmt::format("  valid loss {:.3f}", evaluate_loss(model, valid_batches)) : "";
+      progress(s, steps, losses.back(), static_cast<double>(tokens) / elapsed, elapsed, extra);
+    }
+  }
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  fmt::print("\ntrained {} steps in {}\n", losses.size(), duration(seconds));
+  if (!o.save.empty()) {
+    trainer.save(o.save, {{"model", &gen}, {"data", &data_gen}});
+    fmt::print("wrote {}\n", o.save.string());
+  }
+  print_samples(model, {test.begin(), test.begin() + std::min<std::ptrdiff_t>(8, std::ssize(test))}, data.src, data.tgt,
+                " ");
+  std::vector<std::vector<std::string>> references;
+  for (const auto& p : test) references.push_back(p.tgt);
+  const BleuScore bleu = corpus_bleu(greedy_translations(model, test, data.src, data.tgt), references);
+  fmt::print(
+      "freedict test BLEU (greedy, {} pairs, lower-cased tokens): {:.2f}  (n-gram precisions {:.1f}/{:.1f}/"
+      "{:.1f}/{:.1f}%, brevity penalty {:.3f})\n",
+      test.size(), bleu.bleu, 100 * bleu.precisions[0], 100 * bleu.precisions[1], 100 * bleu.precisions[2],
+      100 * bleu.precisions[3], bleu.brevity_penalty);
+  if (!test.empty()) write_pictures(o, "freedict", losses, model, test.front(), data.src, data.tgt);
+  return 0;
+}
+
 // --- translate ----------------------------------------------------------------------------------------
 int run_translate(Options o) {
   if (o.dropout < 0) o.dropout = 0.0;
   if (o.load.empty())
-    throw std::invalid_argument("translate needs --load FILE (from: 07_transformer numerals --save FILE)");
-  const NumeralVocab vocab;
+    throw std::invalid_argument("translate needs --load FILE (from: 07_transformer numerals|freedict --save FILE)");
+  const bool numerals = o.task == "numerals";
+  if (!numerals && o.task != "freedict")
+    throw std::invalid_argument("--task must be numerals or freedict, got " + o.task);
+  Vocabulary sv, tv;
+  if (numerals) {
+    const NumeralVocab v;
+    sv = v.src, tv = v.tgt;
+  } else {
+    const FreedictData d(o.dict);
+    sv = d.src, tv = d.tgt;
+  }
   sf::Generator gen(o.common.seed), data_gen(0);
-  Transformer model(model_config(o, vocab.src, vocab.tgt), gen);
+  Transformer model(model_config(o, sv, tv), gen);
   Trainer trainer(model, {});
   trainer.load(o.load, {{"model", &gen}, {"data", &data_gen}});
   model.eval();
-  fmt::print("type a Chinese numeral (e.g. 三百二十一), an empty line ends\n");
+  fmt::print("{}, an empty line ends\n",
+             numerals ? "type a Chinese numeral (e.g. 三百二十一)" : "type a German phrase (e.g. ein altes Haus)");
   for (std::string line; std::getline(std::cin, line) && !line.empty();) {
-    const Pair p{char_tokens(line), {}};
-    const Batch b = make_batch({p}, vocab.src, vocab.tgt);
-    const auto out = greedy_decode(model, b.src, {.max_len = 20});
-    const auto words = vocab.tgt.decode(out[0]);
+    const Pair p{numerals ? char_tokens(line) : text_tokens(line), {}};
+    const Batch b = make_batch({p}, sv, tv);
+    const auto words = tv.decode(greedy_decode(model, b.src, {.max_len = 20})[0]);
     fmt::print("{}\n", join(words));
     sf::NoGradGuard no_grad;
-    const Batch with_tgt = make_batch({{p.src, words}}, vocab.src, vocab.tgt);
+    const Batch with_tgt = make_batch({{p.src, words}}, sv, tv);
     const auto dec = model.decoder->forward(with_tgt.tgt_in, model.encode(with_tgt.src).memory, with_tgt.src);
     const sf::Tensor w = sf::mean(dec.cross_attention.back(), {1});
     std::vector<std::string> rows{"<bos>"};
@@ -220,9 +309,9 @@ int run_translate(Options o) {
 
 int main(int argc, char** argv) {
   Options o;
-  CLI::App app{"07_transformer: the whole Transformer, trained on the seed's toy pairs and on Chinese numerals"};
+  CLI::App app{"07_transformer: the whole Transformer, trained on toy pairs, Chinese numerals and German phrases"};
   sf::demo::add_common_options(app, o.common);
-  app.add_option("--steps", o.steps, "training steps (default: 150 toy, 3000 numerals)");
+  app.add_option("--steps", o.steps, "training steps (default: 150 toy, 3000 numerals, 4000 freedict)");
   app.add_option("--batch", o.batch, "pairs per batch (numerals)")->capture_default_str();
   app.add_option("--lr-factor", o.lr_factor, "factor of the warmup schedule (numerals)")->capture_default_str();
   app.add_option("--warmup", o.warmup, "warmup steps of the schedule (numerals)")->capture_default_str();
@@ -233,12 +322,15 @@ int main(int argc, char** argv) {
   app.add_option("--dropout", o.dropout, "dropout (default: 0.1 toy, 0 numerals)");
   app.add_option("--threads", o.threads, "CPU threads (default: all cores)");
   app.add_option("--device", o.device, "cpu (cuda and cuda-sim come with the CUDA chapter)")->capture_default_str();
-  app.add_option("--save", o.save, "write a checkpoint at the end (numerals)");
-  app.add_option("--load", o.load, "resume from a checkpoint (numerals, translate)");
+  app.add_option("--save", o.save, "write a checkpoint at the end (numerals, freedict)");
+  app.add_option("--load", o.load, "resume from a checkpoint (numerals, freedict, translate)");
+  app.add_option("--dict", o.dict, "the FreeDict German-English dictionary (freedict)")->capture_default_str();
+  app.add_option("--task", o.task, "translate: numerals or freedict")->capture_default_str();
   app.fallthrough();  // options may follow the sub-command (sub-commands inherit this)
   auto* toy = app.add_subcommand("toy", "seed 000's three pairs, to exact translations");
   auto* numerals = app.add_subcommand("numerals", "Chinese numerals to English words, held-out test");
-  auto* translate = app.add_subcommand("translate", "read numerals from stdin and translate them (needs --load)");
+  auto* freedict = app.add_subcommand("freedict", "German to English phrases from FreeDict, test BLEU");
+  auto* translate = app.add_subcommand("translate", "read lines from stdin and translate them (needs --load)");
   app.require_subcommand(0, 1);
   CLI11_PARSE(app, argc, argv);
   try {
@@ -247,6 +339,7 @@ int main(int argc, char** argv) {
     if (o.threads > 0) omp_set_num_threads(o.threads);
     if (toy->parsed()) return run_toy(o);
     if (numerals->parsed()) return run_numerals(o);
+    if (freedict->parsed()) return run_freedict(o);
     if (translate->parsed()) return run_translate(o);
     const int rc = run_toy(o);
     fmt::print("\n");

@@ -15,10 +15,14 @@ Vocabulary::Vocabulary() {
   for (const char* s : {"<pad>", "<bos>", "<eos>", "<unk>"}) add(s);
 }
 
-Vocabulary Vocabulary::build(const std::vector<std::vector<std::string>>& corpus) {
+Vocabulary Vocabulary::build(const std::vector<std::vector<std::string>>& corpus, std::int64_t min_count) {
+  std::unordered_map<std::string, std::int64_t> counts;
+  for (const auto& sentence : corpus)
+    for (const auto& token : sentence) ++counts[token];
   Vocabulary v;
   for (const auto& sentence : corpus)
-    for (const auto& token : sentence) v.add(token);
+    for (const auto& token : sentence)
+      if (counts[token] >= min_count) v.add(token);
   return v;
 }
 

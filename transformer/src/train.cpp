@@ -67,10 +67,11 @@ double evaluate_loss(Transformer& model, const std::vector<Batch>& batches) {
   return tokens ? total / static_cast<double>(tokens) : 0.0;
 }
 
-double exact_match(Transformer& model, const std::vector<Pair>& pairs, const Vocabulary& sv, const Vocabulary& tv,
-                   std::int64_t batch_size) {
+std::vector<std::vector<std::string>> greedy_translations(Transformer& model, const std::vector<Pair>& pairs,
+                                                          const Vocabulary& sv, const Vocabulary& tv,
+                                                          std::int64_t batch_size) {
   model.eval();
-  std::int64_t right = 0;
+  std::vector<std::vector<std::string>> out;
   for (std::size_t i = 0; i < pairs.size(); i += static_cast<std::size_t>(batch_size)) {
     const std::vector<Pair> chunk(
         pairs.begin() + static_cast<std::ptrdiff_t>(i),
@@ -78,9 +79,16 @@ double exact_match(Transformer& model, const std::vector<Pair>& pairs, const Voc
     const Batch b = make_batch(chunk, sv, tv);
     DecodeOptions o;
     o.max_len = b.tgt_out.size(1) + 5;
-    const auto out = greedy_decode(model, b.src, o);
-    for (std::size_t k = 0; k < chunk.size(); ++k) right += tv.decode(out[k]) == chunk[k].tgt;
+    for (const auto& ids : greedy_decode(model, b.src, o)) out.push_back(tv.decode(ids));
   }
+  return out;
+}
+
+double exact_match(Transformer& model, const std::vector<Pair>& pairs, const Vocabulary& sv, const Vocabulary& tv,
+                   std::int64_t batch_size) {
+  const auto translations = greedy_translations(model, pairs, sv, tv, batch_size);
+  std::int64_t right = 0;
+  for (std::size_t k = 0; k < pairs.size(); ++k) right += translations[k] == pairs[k].tgt;
   return pairs.empty() ? 0.0 : static_cast<double>(right) / static_cast<double>(pairs.size());
 }
 

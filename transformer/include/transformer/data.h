@@ -17,8 +17,9 @@ class Vocabulary {
   static constexpr std::int64_t kPad = 0, kBos = 1, kEos = 2, kUnk = 3;
 
   Vocabulary();  // just the specials: <pad> <bos> <eos> <unk>
-  // Every distinct token of the corpus, in order of first appearance.
-  static Vocabulary build(const std::vector<std::vector<std::string>>& corpus);
+  // Every distinct token of the corpus seen at least `min_count` times, in order of first appearance;
+  // rarer tokens will encode as <unk>.
+  static Vocabulary build(const std::vector<std::vector<std::string>>& corpus, std::int64_t min_count = 1);
 
   std::int64_t add(const std::string& token);       // its id (the existing one if already present)
   std::int64_t id(const std::string& token) const;  // kUnk when absent

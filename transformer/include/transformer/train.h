@@ -45,6 +45,11 @@ class Trainer {
 // Mean loss per target token over batches, in eval mode (no dropout, no label smoothing), without a graph.
 double evaluate_loss(Transformer& model, const std::vector<Batch>& batches);
 
+// Greedy translations of every pair's source, in batches, in eval mode.
+std::vector<std::vector<std::string>> greedy_translations(Transformer& model, const std::vector<Pair>& pairs,
+                                                          const Vocabulary& src_vocab, const Vocabulary& tgt_vocab,
+                                                          std::int64_t batch_size = 64);
+
 // The fraction of pairs whose greedy translation equals the reference exactly.
 double exact_match(Transformer& model, const std::vector<Pair>& pairs, const Vocabulary& src_vocab,
                    const Vocabulary& tgt_vocab, std::int64_t batch_size = 64);
