@@ -1,80 +1,258 @@
-// Strided batched GEMM, the plain way: for each row of C, accumulate a[m, k] * b[k, :] over k (the
-// i-k-j order reads B row-wise). When B's rows are not contiguous (a transposed weight), B is first
-// copied into a contiguous [K, N] panel, once per distinct B, so the inner loop runs over unit stride and
-// the compiler vectorises it. The fast, blocked, SIMD version is the CPU-speed issue's job.
-#include <vector>
+// The CPU GEMM, blocked the way GotoBLAS and BLIS block it (Goto & van de Geijn, "Anatomy of
+// high-performance matrix multiplication", 2008; Van Zee & van de Geijn, "BLIS", 2015). Five loops
+// around a micro-kernel, each sized so that the data it reuses stays in one level of the memory
+// hierarchy:
+//
+//   for jc in N by nc:              a kc x nc block of B, packed once, is shared by all threads (L3)
+//     for pc in K by kc:
+//       pack B[pc:pc+kc, jc:jc+nc] into nr-wide column panels
+//       for ic in M by mc:          each thread packs its own mc x kc block of A (L2)
+//         pack A[ic:ic+mc, pc:pc+kc] into mr-tall row panels
+//         for jr in nc by nr:       one kc x nr panel of B (L1) is reused by every row panel of A
+//           for ir in mc by mr:
+//             micro-kernel: C[ir:ir+mr, jr:jr+nr] += A panel @ B panel, in registers
+//
+// Packing is what makes any strides cheap: a transposed operand is read in its own order once, then
+// every micro-kernel streams unit-stride, zero-padded panels. Tiles at the edges of C (fewer than mr
+// rows or nr columns) and C with non-unit column stride go through a small buffer.
+#include "autograd/cpu_gemm.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <memory>
 
 #include "cpu_backend.h"
+#include "gemm_isa.h"
+#include "gemm_microkernel.h"
 #include "strided.h"
 
 namespace stepformer::cpu {
 
+namespace {
+
+// The portable micro-kernel: plain C++ that any compiler vectorises as it can.
+template <class Scalar>
+struct Portable {
+  using T = Scalar;
+  using Reg = Scalar;
+  static constexpr int kLanes = 1;
+  static Reg zero() { return 0; }
+  static Reg load(const T* p) { return *p; }
+  static void store(T* p, Reg r) { *p = r; }
+  static Reg broadcast(T x) { return x; }
+  static Reg fma(Reg a, Reg b, Reg c) { return a * b + c; }
+  static Reg mul(Reg a, Reg b) { return a * b; }
+};
+
+template <class T>
+GemmKernel<T> blocked(const gemm_detail::MicroKernel<T>& k, std::int64_t mc, std::int64_t kc, std::int64_t nc) {
+  return {k.name, k.mr, k.nr, mc, kc, nc, k.run};
+}
+
+template <class T>
+std::vector<GemmKernel<T>> detect() {
+  constexpr bool f32 = std::is_same_v<T, float>;
+  std::vector<GemmKernel<T>> out;
+  out.push_back(blocked<T>({"portable", 4, 8, &gemm_detail::micro_kernel<Portable<T>, 4, 8>}, 128, 256, 4096));
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+    if constexpr (f32)
+      out.push_back(blocked(gemm_detail::avx2_f32(), 144, 256, 4096));
+    else
+      out.push_back(blocked(gemm_detail::avx2_f64(), 144, 256, 4096));
+  }
+  if (__builtin_cpu_supports("avx512f")) {
+    if constexpr (f32)
+      out.push_back(blocked(gemm_detail::avx512_f32(), 98, 1024, 2048));
+    else
+      out.push_back(blocked(gemm_detail::avx512_f64(), 144, 256, 2048));
+  }
+  return out;
+}
+
+// A growable 64-byte aligned scratch buffer, one per thread, kept between calls: the training loop
+// multiplies the same shapes again and again, so after the first step packing allocates nothing.
+template <class T>
+T* scratch(std::size_t slot, std::size_t count) {
+  struct Free {
+    void operator()(void* p) const { std::free(p); }
+  };
+  thread_local std::unique_ptr<T, Free> buffers[2];
+  thread_local std::size_t sizes[2] = {0, 0};
+  if (sizes[slot] < count) {
+    const std::size_t bytes = (count * sizeof(T) + 63) / 64 * 64;
+    buffers[slot].reset(static_cast<T*>(std::aligned_alloc(64, bytes)));
+    if (!buffers[slot]) throw std::bad_alloc();
+    sizes[slot] = count;
+  }
+  return buffers[slot].get();
+}
+
+// B[pc:pc+kc, jc:jc+nc] -> panels of nr columns: panel p holds, for each k, its nr values (zero past N).
+template <class T>
+void pack_b_panel(const Strided<const T>& b, std::int64_t k0, std::int64_t kc, std::int64_t j0, std::int64_t n, int nr,
+                  T* dst) {
+  if (b.cols == 1) {
+    for (std::int64_t k = 0; k < kc; ++k) {
+      const T* src = b.data + (k0 + k) * b.rows + j0;
+      T* row = dst + k * nr;
+      std::int64_t j = 0;
+      for (; j < n; ++j) row[j] = src[j];
+      for (; j < nr; ++j) row[j] = T(0);
+    }
+  } else {  // transposed or strided B: walk each column down its own stride
+    for (std::int64_t j = 0; j < nr; ++j) {
+      if (j >= n) {
+        for (std::int64_t k = 0; k < kc; ++k) dst[k * nr + j] = T(0);
+        continue;
+      }
+      const T* src = b.data + k0 * b.rows + (j0 + j) * b.cols;
+      for (std::int64_t k = 0; k < kc; ++k) dst[k * nr + j] = src[k * b.rows];
+    }
+  }
+}
+
+// A[ic:ic+mc, pc:pc+kc] -> panels of mr rows: panel p holds, for each k, its mr values (zero past M).
+template <class T>
+void pack_a(const Strided<const T>& a, std::int64_t i0, std::int64_t mc, std::int64_t k0, std::int64_t kc, int mr,
+            T* dst) {
+  for (std::int64_t ip = 0; ip < mc; ip += mr, dst += kc * mr) {
+    const std::int64_t m = std::min<std::int64_t>(mr, mc - ip);
+    for (std::int64_t r = 0; r < mr; ++r) {
+      if (r >= m) {
+        for (std::int64_t k = 0; k < kc; ++k) dst[k * mr + r] = T(0);
+        continue;
+      }
+      const T* src = a.data + (i0 + ip + r) * a.rows + k0 * a.cols;
+      for (std::int64_t k = 0; k < kc; ++k) dst[k * mr + r] = src[k * a.cols];
+    }
+  }
+}
+
+template <class T>
+void scale(std::int64_t M, std::int64_t N, T beta, Strided<T> c) {
+  for (std::int64_t i = 0; i < M; ++i)
+    for (std::int64_t j = 0; j < N; ++j) {
+      T& x = c.data[i * c.rows + j * c.cols];
+      x = beta == 0 ? T(0) : beta * x;
+    }
+}
+
+}  // namespace
+
+template <class T>
+const std::vector<GemmKernel<T>>& gemm_kernels() {
+  static const std::vector<GemmKernel<T>> kernels = detect<T>();
+  return kernels;
+}
+
+template <class T>
+void gemm(std::int64_t M, std::int64_t N, std::int64_t K, T alpha, Strided<const T> a, Strided<const T> b, T beta,
+          Strided<T> c, int threads, const GemmKernel<T>* kernel) {
+  if (M <= 0 || N <= 0) return;
+  if (K <= 0 || alpha == 0) return scale(M, N, beta, c);
+  const GemmKernel<T>& kn = kernel ? *kernel : gemm_kernels<T>().back();
+  const int mr = kn.mr, nr = kn.nr;
+  if (threads <= 0) threads = omp_get_max_threads();
+  // A thread is worth starting for about a million multiply-adds (~10 us); below that, fewer threads.
+  threads = static_cast<int>(std::clamp<std::int64_t>(M * N * K / (1 << 20), 1, threads));
+  const std::int64_t nc_max = std::min(kn.nc, (N + nr - 1) / nr * nr), kc_max = std::min(kn.kc, K);
+  T* const packed_b = scratch<T>(0, static_cast<std::size_t>(nc_max * kc_max));
+
+  // Blocks of A's rows: at most mc rows each, as many as a multiple of the thread count when M allows,
+  // and of equal size (rounded to mr) so that no thread waits for another's larger last block.
+  std::int64_t blocks = (M + kn.mc - 1) / kn.mc;
+  if (threads > 1 && M >= threads * mr) blocks = (blocks + threads - 1) / threads * threads;
+  const std::int64_t mc_even = ((M + blocks - 1) / blocks + mr - 1) / mr * mr;
+  blocks = (M + mc_even - 1) / mc_even;
+
+#pragma omp parallel num_threads(threads) if (threads > 1)
+  {
+    const int team = omp_get_num_threads();
+    // When there are fewer blocks than threads (a short M, as in decoding), each block's column panels
+    // are split into groups so that every thread still has work.
+    const std::int64_t groups_wanted = (team + blocks - 1) / blocks;
+    for (std::int64_t jc = 0; jc < N; jc += kn.nc) {
+      const std::int64_t nc = std::min(kn.nc, N - jc), panels = (nc + nr - 1) / nr;
+      for (std::int64_t pc = 0; pc < K; pc += kn.kc) {
+        const std::int64_t kc = std::min(kn.kc, K - pc);
+        const T beta_here = pc == 0 ? beta : T(1);  // later k blocks add to what the first wrote
+        const std::int64_t groups = std::min(panels, groups_wanted);
+#pragma omp for schedule(static)
+        for (std::int64_t p = 0; p < panels; ++p)
+          pack_b_panel(b, pc, kc, jc + p * nr, std::min<std::int64_t>(nr, nc - p * nr), nr, packed_b + p * kc * nr);
+
+        std::int64_t packed_block = -1;
+#pragma omp for schedule(static)
+        for (std::int64_t w = 0; w < blocks * groups; ++w) {
+          const std::int64_t block = w / groups, g = w % groups;
+          const std::int64_t ic = block * mc_even, mc = std::min(mc_even, M - ic);
+          T* const packed_a = scratch<T>(1, static_cast<std::size_t>(mc_even * kc_max));
+          if (block != packed_block) pack_a(a, ic, mc, pc, kc, mr, packed_a), packed_block = block;
+          for (std::int64_t p = g * panels / groups; p < (g + 1) * panels / groups; ++p) {
+            const std::int64_t j = jc + p * nr, n = std::min<std::int64_t>(nr, N - j);
+            for (std::int64_t ip = 0; ip < mc; ip += mr) {
+              const std::int64_t m = std::min<std::int64_t>(mr, mc - ip);
+              T* const cij = c.data + (ic + ip) * c.rows + j * c.cols;
+              const T* const ap = packed_a + ip * kc;
+              const T* const bp = packed_b + p * kc * nr;
+              if (m == mr && n == nr && c.cols == 1) {
+                kn.run(kc, ap, bp, cij, c.rows, alpha, beta_here);
+              } else {  // an edge tile: compute the full tile into a buffer, write back what exists
+                alignas(64) T tile[16 * 64];
+                kn.run(kc, ap, bp, tile, nr, T(1), T(0));
+                for (std::int64_t r = 0; r < m; ++r)
+                  for (std::int64_t q = 0; q < n; ++q) {
+                    T& x = cij[r * c.rows + q * c.cols];
+                    x = alpha * tile[r * nr + q] + (beta_here == 0 ? T(0) : beta_here * x);
+                  }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+template const std::vector<GemmKernel<float>>& gemm_kernels<float>();
+template const std::vector<GemmKernel<double>>& gemm_kernels<double>();
+template void gemm<float>(std::int64_t, std::int64_t, std::int64_t, float, Strided<const float>, Strided<const float>,
+                          float, Strided<float>, int, const GemmKernel<float>*);
+template void gemm<double>(std::int64_t, std::int64_t, std::int64_t, double, Strided<const double>,
+                           Strided<const double>, double, Strided<double>, int, const GemmKernel<double>*);
+
+// Batched and broadcast matmul: one GEMM per batch index. Many small products (attention's [B, H, T, T])
+// run one per thread; a few large ones each use every thread.
 void CpuBackend::gemm(const TensorDesc& c, const TensorDesc& a, const TensorDesc& b, double alpha, double beta) {
   const int nd = c.ndim;
   const std::int64_t M = c.shape[nd - 2], N = c.shape[nd - 1], K = a.shape[nd - 1];
   std::int64_t batch = 1;
   for (int d = 0; d < nd - 2; ++d) batch *= c.shape[d];
-  const std::int64_t a_m = a.strides[nd - 2], a_k = a.strides[nd - 1];
-  const std::int64_t b_k = b.strides[nd - 2], b_n = b.strides[nd - 1];
-  const std::int64_t c_m = c.strides[nd - 2], c_n = c.strides[nd - 1];
-
-  // Does B change with the batch index? If not (a weight broadcast over the batch), pack it once.
-  bool b_batched = false;
-  for (int d = 0; d < nd - 2; ++d) b_batched |= b.strides[d] != 0 && c.shape[d] > 1;
-  auto batch_offset = [&](const TensorDesc& t, std::int64_t bi) {
+  auto offset = [&](const TensorDesc& t, std::int64_t bi) {
     std::int64_t off = 0;
-    for (std::int64_t d = nd - 3; d >= 0; --d) {
+    for (int d = nd - 3; d >= 0; --d) {
       off += (bi % c.shape[d]) * t.strides[d];
       bi /= c.shape[d];
     }
     return off;
   };
-
   dispatch_floating(c.dtype, "gemm", [&](auto t) {
     using T = decltype(t);
-    const T al = static_cast<T>(alpha), be = static_cast<T>(beta);
-    // panels[p] holds B of batch p (or of every batch when B is shared) as contiguous [K, N].
-    std::vector<T> panels;
-    const std::int64_t n_panels = b_batched ? batch : 1;
-    if (b_n != 1) {
-      panels.resize(static_cast<std::size_t>(n_panels * K * N));
-#pragma omp parallel for schedule(static) if (n_panels * K * N >= kParallelGrain)
-      for (std::int64_t p = 0; p < n_panels; ++p) {
-        const T* src = ptr<T>(b) + batch_offset(b, p);
-        T* dst = panels.data() + p * K * N;
-        for (std::int64_t k = 0; k < K; ++k)
-          for (std::int64_t n = 0; n < N; ++n) dst[k * N + n] = src[k * b_k + n * b_n];
-      }
-    }
-#pragma omp parallel if (batch * M * N * K >= kParallelGrain)
-    {
-      std::vector<T> acc(static_cast<std::size_t>(N));
-#pragma omp for schedule(static)
-      for (std::int64_t row = 0; row < batch * M; ++row) {
-        const std::int64_t bi = row / M, m = row % M;
-        std::int64_t a_off = 0, b_off = 0, c_off = 0;
-        for (std::int64_t d = nd - 3, r = bi; d >= 0; --d) {
-          const std::int64_t i = r % c.shape[d];
-          r /= c.shape[d];
-          a_off += i * a.strides[d];
-          b_off += i * b.strides[d];
-          c_off += i * c.strides[d];
-        }
-        const T* A = ptr<T>(a) + a_off + m * a_m;
-        const bool packed = b_n != 1;
-        const T* B = packed ? panels.data() + (b_batched ? bi : 0) * K * N : ptr<T>(b) + b_off;
-        const std::int64_t row_stride = packed ? N : b_k;
-        T* C = ptr<T>(c) + c_off + m * c_m;
-        T* __restrict acc_row = acc.data();  // no aliasing with B: lets the compiler vectorise
-        std::fill(acc.begin(), acc.end(), T(0));
-        for (std::int64_t k = 0; k < K; ++k) {
-          const T x = A[k * a_k];
-          const T* __restrict Bk = B + k * row_stride;  // unit stride
-          for (std::int64_t n = 0; n < N; ++n) acc_row[n] += x * Bk[n];
-        }
-        for (std::int64_t n = 0; n < N; ++n)  // beta == 0 must not read C: it may hold garbage
-          C[n * c_n] = al * acc[static_cast<std::size_t>(n)] + (beta == 0 ? T(0) : be * C[n * c_n]);
-      }
+    auto one = [&](std::int64_t bi, int threads) {
+      cpu::gemm<T>(M, N, K, static_cast<T>(alpha),
+                   {ptr<const T>(a) + offset(a, bi), a.strides[nd - 2], a.strides[nd - 1]},
+                   {ptr<const T>(b) + offset(b, bi), b.strides[nd - 2], b.strides[nd - 1]}, static_cast<T>(beta),
+                   {ptr<T>(c) + offset(c, bi), c.strides[nd - 2], c.strides[nd - 1]}, threads);
+    };
+    const std::int64_t flops = M * N * K;
+    if (batch > 1 && flops < (1 << 21)) {
+#pragma omp parallel for schedule(static) if (batch * flops >= kParallelGrain)
+      for (std::int64_t bi = 0; bi < batch; ++bi) one(bi, 1);
+    } else {
+      for (std::int64_t bi = 0; bi < batch; ++bi) one(bi, flops >= kParallelGrain ? 0 : 1);
     }
   });
 }

@@ -3,18 +3,60 @@
 
 #include "cpu_backend.h"
 #include "strided.h"
+#include "vmath.h"
 
 namespace stepformer::cpu {
 
 namespace {
+
 template <class T>
-double log_sum_exp(const T* x, std::int64_t C) {
+[[gnu::always_inline]] inline double log_sum_exp(const T* x, std::int64_t C) {
   T mx = x[0];
+#pragma omp simd reduction(max : mx)
   for (std::int64_t c = 1; c < C; ++c) mx = std::max(mx, x[c]);
   double s = 0;
-  for (std::int64_t c = 0; c < C; ++c) s += std::exp(static_cast<double>(x[c] - mx));
+#pragma omp simd reduction(+ : s)
+  for (std::int64_t c = 0; c < C; ++c) s += exp_of(x[c] - mx);
   return mx + std::log(s);
 }
+
+// One row's loss: (1 - eps) * nll + eps * mean over classes of -log p (label smoothing).
+template <class T>
+[[gnu::always_inline]] inline double loss_row(const T* x, std::int64_t C, std::int64_t target, double smoothing) {
+  const double lse = log_sum_exp(x, C);
+  double sum_x = 0;
+  if (smoothing != 0) {
+#pragma omp simd reduction(+ : sum_x)
+    for (std::int64_t c = 0; c < C; ++c) sum_x += x[c];
+  }
+  const double nll = -(x[target] - lse);
+  return (1 - smoothing) * nll - smoothing / static_cast<double>(C) * (sum_x - static_cast<double>(C) * lse);
+}
+
+// d loss / d x = g * (softmax(x) - smoothed one-hot target).
+template <class T>
+[[gnu::always_inline]] inline void grad_row(const T* x, T* d, std::int64_t C, std::int64_t target, double g,
+                                            double smoothing) {
+  const T lse = static_cast<T>(log_sum_exp(x, C));
+  const T gt = static_cast<T>(g), uniform = static_cast<T>(smoothing / static_cast<double>(C));
+  for (std::int64_t c = 0; c < C; ++c) d[c] = gt * (exp_of(x[c] - lse) - uniform);
+  d[target] -= gt * static_cast<T>(1 - smoothing);
+}
+
+STEPFORMER_SIMD_CLONES double loss_rows(const float* x, std::int64_t C, std::int64_t target, double smoothing) {
+  return loss_row(x, C, target, smoothing);
+}
+double loss_rows(const double* x, std::int64_t C, std::int64_t target, double smoothing) {
+  return loss_row(x, C, target, smoothing);
+}
+STEPFORMER_SIMD_CLONES void grad_rows(const float* x, float* d, std::int64_t C, std::int64_t target, double g,
+                                      double smoothing) {
+  grad_row(x, d, C, target, g, smoothing);
+}
+void grad_rows(const double* x, double* d, std::int64_t C, std::int64_t target, double g, double smoothing) {
+  grad_row(x, d, C, target, g, smoothing);
+}
+
 }  // namespace
 
 std::int64_t CpuBackend::cross_entropy_forward(const TensorDesc& loss, const TensorDesc& logits,
@@ -31,13 +73,7 @@ std::int64_t CpuBackend::cross_entropy_forward(const TensorDesc& loss, const Ten
         ptr<T>(loss)[i] = T(0);
         continue;
       }
-      const T* x = ptr<T>(logits) + i * C;
-      const double lse = log_sum_exp(x, C);
-      double sum_logp = 0;
-      if (smoothing != 0)
-        for (std::int64_t c = 0; c < C; ++c) sum_logp += x[c] - lse;
-      const double nll = -(x[tgt[i]] - lse);
-      ptr<T>(loss)[i] = static_cast<T>((1 - smoothing) * nll - smoothing / static_cast<double>(C) * sum_logp);
+      ptr<T>(loss)[i] = static_cast<T>(loss_rows(ptr<T>(logits) + i * C, C, tgt[i], smoothing));
     }
   });
   return -1;
@@ -56,14 +92,7 @@ void CpuBackend::cross_entropy_backward(const TensorDesc& dlogits, const TensorD
         for (std::int64_t c = 0; c < C; ++c) d[c] = T(0);
         continue;
       }
-      const T* x = ptr<T>(logits) + i * C;
-      const double lse = log_sum_exp(x, C);
-      const double g = ptr<T>(grad_loss)[i * grad_loss.strides[0]];
-      const double uniform = smoothing / static_cast<double>(C);
-      for (std::int64_t c = 0; c < C; ++c) {
-        const double target = (c == tgt[i] ? 1 - smoothing : 0) + uniform;
-        d[c] = static_cast<T>(g * (std::exp(x[c] - lse) - target));
-      }
+      grad_rows(ptr<T>(logits) + i * C, d, C, tgt[i], ptr<T>(grad_loss)[i * grad_loss.strides[0]], smoothing);
     }
   });
 }

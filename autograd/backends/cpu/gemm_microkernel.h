@@ -1,0 +1,48 @@
+#pragma once
+// The GEMM micro-kernel, written once for every vector instruction set. `V` names the set's register
+// type and five operations; gemm_avx512.cpp and gemm_avx2.cpp instantiate it with their intrinsics, each
+// in a file compiled for that instruction set only (so no other code can pick up its instructions).
+//
+// The tile: MR rows x NV registers of C (NR = NV * lanes columns) stay in registers for the whole k loop.
+// Per k, NV loads of packed B and MR broadcasts of packed A feed MR * NV fused multiply-adds: the ratio
+// of arithmetic to memory traffic that lets the loop run at the FMA units' speed (BLIS's "micro-kernel",
+// Van Zee & van de Geijn, 2015).
+#include <cstdint>
+
+namespace stepformer::cpu::gemm_detail {
+
+template <class V, int MR, int NV>
+void micro_kernel(std::int64_t K, const typename V::T* a, const typename V::T* b, typename V::T* c, std::int64_t rs_c,
+                  typename V::T alpha, typename V::T beta) {
+  using Reg = typename V::Reg;
+  constexpr int L = V::kLanes, NR = NV * L;
+  // Ask for C's tile now: the k loop takes thousands of cycles, so it is in cache when the loop ends.
+  for (int r = 0; r < MR; ++r) __builtin_prefetch(c + r * rs_c, 1), __builtin_prefetch(c + r * rs_c + NR - 1, 1);
+  Reg acc[MR][NV];
+#pragma GCC unroll 16
+  for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) acc[r][v] = V::zero();
+  for (std::int64_t k = 0; k < K; ++k, a += MR, b += NR) {
+    Reg bk[NV];
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) bk[v] = V::load(b + v * L);
+#pragma GCC unroll 16
+    for (int r = 0; r < MR; ++r) {
+      const Reg ar = V::broadcast(a[r]);
+#pragma GCC unroll 8
+      for (int v = 0; v < NV; ++v) acc[r][v] = V::fma(ar, bk[v], acc[r][v]);
+    }
+  }
+  const Reg va = V::broadcast(alpha), vb = V::broadcast(beta);
+#pragma GCC unroll 16
+  for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) {
+      typename V::T* p = c + r * rs_c + v * L;
+      const Reg scaled = V::mul(acc[r][v], va);
+      V::store(p, beta == 0 ? scaled : V::fma(V::load(p), vb, scaled));
+    }
+}
+
+}  // namespace stepformer::cpu::gemm_detail

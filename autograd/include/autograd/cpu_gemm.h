@@ -1,0 +1,39 @@
+#pragma once
+// The CPU GEMM on raw strided memory: C = alpha * A @ B + beta * C. The CPU backend's matmul calls it;
+// it is public so that tests can hold every micro-kernel to a reference and benchmarks can time them.
+// How it works, loop by loop: docs/performance.md and autograd/backends/cpu/gemm.cpp.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace stepformer::cpu {
+
+// A micro-kernel computes an mr x nr tile of A @ B from packed panels (A: mr values per k, B: nr values
+// per k) and writes alpha * tile + beta * C to a tile of C with unit column stride (beta == 0: C is not
+// read). The block sizes say how much of A (mc x kc) and B (kc x nc) one packing step holds.
+template <class T>
+struct GemmKernel {
+  std::string name;  // "avx512", "avx2" or "portable"
+  int mr, nr;
+  std::int64_t mc, kc, nc;
+  void (*run)(std::int64_t k, const T* a, const T* b, T* c, std::int64_t rs_c, T alpha, T beta);
+};
+
+// The kernels this CPU can run, fastest last; gemm() uses the last one unless told otherwise.
+template <class T>
+const std::vector<GemmKernel<T>>& gemm_kernels();
+
+// An operand: element (i, j) is at data[i * rows + j * cols] (any strides, including 0 and transposed).
+template <class T>
+struct Strided {
+  T* data;
+  std::int64_t rows, cols;
+};
+
+// C[M, N] = alpha * A[M, K] @ B[K, N] + beta * C, on up to `threads` OpenMP threads (0: the default
+// count; 1: the caller's thread only). beta == 0 never reads C.
+template <class T>
+void gemm(std::int64_t M, std::int64_t N, std::int64_t K, T alpha, Strided<const T> a, Strided<const T> b, T beta,
+          Strided<T> c, int threads = 0, const GemmKernel<T>* kernel = nullptr);
+
+}  // namespace stepformer::cpu

@@ -1,0 +1,99 @@
+// GEMM benchmark: stepformer's CPU GEMM against OpenBLAS's cblas_sgemm / cblas_dgemm, measured in the same
+// run, on the same data, 1 and 2 threads. Prints GFLOP/s and the ratio (ours / OpenBLAS; > 1 is faster).
+//
+//   build/release/bin/gemm_bench [--json FILE] [--double] [--quick]
+#include <cblas.h>
+#include <fmt/format.h>
+#include <omp.h>
+
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "autograd/cpu_gemm.h"
+#include "timing.h"
+
+using namespace stepformer;
+
+namespace {
+
+struct Case {
+  std::int64_t m, k, n;
+  const char* what;
+};
+
+template <class T>
+void openblas(std::int64_t m, std::int64_t n, std::int64_t k, const T* a, const T* b, T* c) {
+  if constexpr (std::is_same_v<T, float>)
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.f, a, k, b, n, 0.f, c, n);
+  else
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0, a, k, b, n, 0.0, c, n);
+}
+
+template <class T>
+int run(const std::string& json_path, bool quick) {
+  std::vector<Case> cases = {{256, 256, 256, "square"},    {512, 512, 512, "square"},
+                             {1024, 1024, 1024, "square"}, {2048, 2048, 2048, "square"},
+                             {1024, 512, 2048, "FFN up"},  {1024, 2048, 512, "FFN down"},
+                             {64, 64, 64, "small"},        {512, 64, 512, "attention scores"}};
+  if (quick) cases.resize(3);
+  const char* type = std::is_same_v<T, float> ? "float32" : "float64";
+  fmt::print("GEMM {} (C[M,N] = A[M,K] @ B[K,N], row-major), kernel '{}', {} OpenBLAS\n", type,
+             cpu::gemm_kernels<T>().back().name, openblas_get_config());
+  fmt::print("{:>18} {:>16} {:>7} {:>12} {:>12} {:>7}\n", "shape MxKxN", "", "threads", "ours GF/s", "OpenBLAS",
+             "ratio");
+  std::string json = "[";
+  std::mt19937 rng(1);
+  std::uniform_real_distribution<double> u(-1, 1);
+  for (const auto& c : cases) {
+    std::vector<T> a(c.m * c.k), b(c.k * c.n), ours(c.m * c.n), theirs(c.m * c.n);
+    for (auto& x : a) x = static_cast<T>(u(rng));
+    for (auto& x : b) x = static_cast<T>(u(rng));
+    const double flops = 2.0 * static_cast<double>(c.m) * static_cast<double>(c.n) * static_cast<double>(c.k);
+    for (const int threads : {1, 2}) {
+      openblas_set_num_threads(threads);
+      const auto [t_ours, t_blas] = bench::best_of_alternating(
+          [&] {
+            cpu::gemm<T>(c.m, c.n, c.k, T(1), {a.data(), c.k, 1}, {b.data(), c.n, 1}, T(0), {ours.data(), c.n, 1},
+                         threads);
+          },
+          [&] { openblas<T>(c.m, c.n, c.k, a.data(), b.data(), theirs.data()); }, 3, quick ? 0.4 : 2.0);
+      double worst = 0;
+      for (std::size_t i = 0; i < ours.size(); ++i) worst = std::max(worst, std::abs(double(ours[i] - theirs[i])));
+      const double ratio = t_blas / t_ours;
+      const std::string shape = fmt::format("{}x{}x{}", c.m, c.k, c.n);
+      fmt::print("{:>18} {:>16} {:>7} {:>12.1f} {:>12.1f} {:>6.2f}x{}\n", shape, c.what, threads, flops / t_ours / 1e9,
+                 flops / t_blas / 1e9, ratio,
+                 worst > (std::is_same_v<T, float> ? 1e-2 : 1e-9) ? "  RESULTS DIFFER" : "");
+      json += fmt::format(
+          "{}{{\"dtype\":\"{}\",\"m\":{},\"k\":{},\"n\":{},\"threads\":{},\"ours_gflops\":{:.2f},"
+          "\"openblas_gflops\":{:.2f},\"ratio\":{:.3f}}}",
+          json.size() > 1 ? "," : "", type, c.m, c.k, c.n, threads, flops / t_ours / 1e9, flops / t_blas / 1e9, ratio);
+    }
+  }
+  json += "]\n";
+  if (!json_path.empty()) std::ofstream(json_path) << json;
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string json;
+  bool dbl = false, quick = false;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--json") && i + 1 < argc)
+      json = argv[++i];
+    else if (!std::strcmp(argv[i], "--double"))
+      dbl = true;
+    else if (!std::strcmp(argv[i], "--quick"))
+      quick = true;
+    else {
+      fmt::print(stderr, "usage: gemm_bench [--json FILE] [--double] [--quick]\n");
+      return 2;
+    }
+  }
+  return dbl ? run<double>(json, quick) : run<float>(json, quick);
+}

@@ -1,0 +1,108 @@
+// The CPU GEMM: every micro-kernel this CPU can run against a plain triple loop, on odd sizes, transposed
+// and strided operands, alpha/beta, one and two threads.
+#include <catch2/catch_template_test_macros.hpp>
+#include <random>
+
+#include "../helpers.h"
+#include "autograd/cpu_gemm.h"
+
+using namespace stepformer;
+using namespace stepformer::cpu;
+
+namespace {
+
+template <class T>
+std::vector<T> random_values(std::size_t n, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> u(-1, 1);
+  std::vector<T> v(n);
+  for (auto& x : v) x = static_cast<T>(u(rng));
+  return v;
+}
+
+// C = alpha * A @ B + beta * C in long double, the slow obvious way.
+template <class T>
+void reference(std::int64_t M, std::int64_t N, std::int64_t K, T alpha, Strided<const T> a, Strided<const T> b, T beta,
+               Strided<T> c) {
+  for (std::int64_t i = 0; i < M; ++i)
+    for (std::int64_t j = 0; j < N; ++j) {
+      long double s = 0;
+      for (std::int64_t k = 0; k < K; ++k)
+        s += static_cast<long double>(a.data[i * a.rows + k * a.cols]) * b.data[k * b.rows + j * b.cols];
+      T& x = c.data[i * c.rows + j * c.cols];
+      x = static_cast<T>(alpha * s + (beta == 0 ? 0 : beta * static_cast<long double>(x)));
+    }
+}
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("every GEMM micro-kernel matches the reference on odd sizes and any strides", "[gemm]", float,
+                   double) {
+  using T = TestType;
+  const auto& kernels = gemm_kernels<T>();
+  REQUIRE(!kernels.empty());
+  CHECK(kernels.front().name == "portable");
+  // float: each output sums K products of values in [-1, 1]; the blocked order differs from the
+  // reference's, so allow K ulps of the sum's scale. double: the same with its own epsilon.
+  const double eps = std::is_same_v<T, float> ? 1.2e-7 : 2.3e-16;
+  for (const auto& kernel : kernels) {
+    for (const std::int64_t M : {1, 7, 33, 65, 257})
+      for (const std::int64_t N : {1, 7, 33, 65, 257})
+        for (const std::int64_t K : {1, 7, 65, 257}) {
+          if (M * N * K > 257 * 65 * 257) continue;  // keep the test fast; 257^3 runs below
+          for (const bool trans_a : {false, true})
+            for (const bool trans_b : {false, true}) {
+              INFO(kernel.name << " M=" << M << " N=" << N << " K=" << K << " trans_a=" << trans_a
+                               << " trans_b=" << trans_b);
+              const auto av = random_values<T>(M * K, 1), bv = random_values<T>(K * N, 2);
+              const Strided<const T> a{av.data(), trans_a ? 1 : K, trans_a ? M : 1};
+              const Strided<const T> b{bv.data(), trans_b ? 1 : N, trans_b ? K : 1};
+              // C with a row stride larger than N (a view into a wider matrix); beta != 0 reads it.
+              auto got = random_values<T>(M * (N + 3), 3), want = got;
+              const T alpha = T(0.5), beta = (M + N) % 2 ? T(0) : T(-2);
+              for (const int threads : {1, 2}) {
+                auto g = got;
+                gemm<T>(M, N, K, alpha, a, b, beta, {g.data(), N + 3, 1}, threads, &kernel);
+                if (threads == 1) reference<T>(M, N, K, alpha, a, b, beta, {want.data(), N + 3, 1});
+                double worst = 0;
+                for (std::size_t i = 0; i < g.size(); ++i)
+                  worst = std::max(worst, std::abs(static_cast<double>(g[i]) - static_cast<double>(want[i])));
+                INFO("threads=" << threads);
+                CHECK(worst <= 2.0 * static_cast<double>(K) * eps + 4 * eps);
+              }
+            }
+        }
+  }
+}
+
+TEMPLATE_TEST_CASE("GEMM: 257^3, C with column stride, beta == 0 never reads C, empty sizes", "[gemm]", float, double) {
+  using T = TestType;
+  const std::int64_t n = 257;
+  const auto av = random_values<T>(n * n, 4), bv = random_values<T>(n * n, 5);
+  std::vector<T> got(n * n * 2, std::numeric_limits<T>::quiet_NaN()), want(n * n);
+  // C transposed and spread: element (i, j) at 2 * (j * n + i). NaN in C must not leak through beta = 0.
+  gemm<T>(n, n, n, T(1), {av.data(), n, 1}, {bv.data(), n, 1}, T(0), {got.data(), 2, 2 * n});
+  reference<T>(n, n, n, T(1), {av.data(), n, 1}, {bv.data(), n, 1}, T(0), {want.data(), n, 1});
+  double worst = 0;
+  for (std::int64_t i = 0; i < n; ++i)
+    for (std::int64_t j = 0; j < n; ++j)
+      worst = std::max(worst, std::abs(static_cast<double>(got[2 * (j * n + i)] - want[i * n + j])));
+  CHECK(worst < (std::is_same_v<T, float> ? 1e-4 : 1e-12));
+
+  std::vector<T> c{T(3)};
+  gemm<T>(1, 1, 0, T(1), {av.data(), 0, 1}, {bv.data(), 1, 1}, T(2), {c.data(), 1, 1});  // K = 0: C = beta * C
+  CHECK(c[0] == T(6));
+  gemm<T>(0, 5, 5, T(1), {av.data(), 5, 1}, {bv.data(), 5, 1}, T(0), {c.data(), 5, 1});  // M = 0: nothing
+  CHECK(c[0] == T(6));
+}
+
+TEST_CASE("GEMM results do not depend on the thread count", "[gemm]") {
+  // Each element's k sum runs in the same order whatever the thread count (threads split rows and
+  // column panels, never k), so 1 and 2 threads give bit-identical results.
+  const std::int64_t M = 300, N = 200, K = 700;
+  const auto av = random_values<float>(M * K, 6), bv = random_values<float>(K * N, 7);
+  std::vector<float> one(M * N), two(M * N);
+  gemm<float>(M, N, K, 1.f, {av.data(), K, 1}, {bv.data(), N, 1}, 0.f, {one.data(), N, 1}, 1);
+  gemm<float>(M, N, K, 1.f, {av.data(), K, 1}, {bv.data(), N, 1}, 0.f, {two.data(), N, 1}, 2);
+  CHECK(one == two);
+}
