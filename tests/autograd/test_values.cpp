@@ -88,6 +88,30 @@ TEST_CASE("sum and mean over dims with keepdim", "[ch00][values]") {
   CHECK(sum_to(ones({2, 3, 4}), {3, 1}).to_vector<double>() == std::vector<double>{8, 8, 8});
 }
 
+TEST_CASE("reductions: leading, trailing and strided paths agree, max propagates NaN", "[ch00][values]") {
+  // [5, 600, 3] reduced over its leading dims takes the column path (600 * 3 > one 512-column chunk),
+  // over its trailing dims the row path; the same data transposed takes the strided path.
+  const Tensor x = test::f64_input({5, 600, 3}, 11, -10, 10);
+  const Tensor xt = permute(contiguous(permute(x, {2, 1, 0})), {2, 1, 0});  // same values, other strides
+  REQUIRE(!xt.is_contiguous());
+  for (const auto& dims : std::vector<std::vector<std::int64_t>>{{0}, {0, 1}, {2}, {1, 2}, {1}}) {
+    CHECK(sum(x, dims).to_vector<double>() == sum(xt, dims).to_vector<double>());
+    CHECK(max(x, dims).to_vector<double>() == max(xt, dims).to_vector<double>());
+  }
+  // Column sums by hand.
+  const auto v = x.to_vector<double>();
+  double col = 0;
+  for (int i = 0; i < 5; ++i) col += v[static_cast<std::size_t>(i * 1800 + 7)];
+  CHECK(sum(x, {0}).to_vector<double>()[7] == col);
+  auto raw = x.to_vector<double>();
+  raw[1800 + 7] = NAN;  // element [1, 2, 1]
+  const Tensor y = from_vector(raw, x.shape(), {DType::float64});
+  const auto m = max(y, {0}).to_vector<double>();
+  CHECK(std::isnan(m[7]));
+  CHECK(!std::isnan(m[8]));
+  CHECK(std::isnan(max(y, {1, 2}).to_vector<double>()[1]));
+}
+
 TEST_CASE("embedding: lookup, repeated ids accumulate, padding row gets no gradient", "[ch00][values]") {
   Tensor w = f64({0, 1, 10, 11, 20, 21}, {3, 2}).set_requires_grad();
   const Tensor ids = from_vector(std::vector<std::int64_t>{2, 0, 2, 1}, {2, 2}, {DType::int64});
