@@ -12,14 +12,17 @@
 #include <fmt/format.h>
 
 #include <atomic>
+#include <cmath>
 #include <unordered_map>
 #include <unordered_set>
 
+#include "autograd/anomaly.h"
 #include "autograd/errors.h"
 #include "autograd/grad_mode.h"
 #include "autograd/node.h"
 #include "autograd/ops.h"
 #include "autograd/random.h"
+#include "autograd/scope.h"
 
 namespace stepformer {
 
@@ -89,8 +92,41 @@ std::shared_ptr<Node> gradient_sink(const Tensor& t) {
 }
 }  // namespace
 
+namespace {
+
+struct NonFinite {
+  bool nan = false, inf = false;
+};
+
+NonFinite scan(const Tensor& t) {
+  NonFinite r;
+  if (!t.defined() || (t.dtype() != DType::float32 && t.dtype() != DType::float64)) return r;
+  for (double x : t.to_vector<double>()) r.nan |= x != x, r.inf |= std::isinf(x);
+  return r;
+}
+
+// Anomaly mode, forward: does `out` hold a NaN (or, except from `where`, an infinity) that no input had?
+void check_output(Op op, const Tensor& out, const std::vector<InputGrad>& inputs) {
+  const NonFinite o = scan(out);
+  if (!o.nan && !o.inf) return;
+  NonFinite in;
+  std::string shapes;
+  for (const InputGrad& i : inputs) {
+    const NonFinite s = scan(i.input);
+    in.nan |= s.nan, in.inf |= s.inf;
+    if (i.input.defined()) shapes += (shapes.empty() ? "" : ", ") + to_string(i.input.shape());
+  }
+  const bool new_nan = o.nan && !in.nan, new_inf = o.inf && !in.inf && op != Op::where;
+  if (new_nan || new_inf)
+    throw AnomalyError(fmt::format("anomaly: '{}' produced {} in its output {} from inputs {} that had none",
+                                   op_info(op).name, new_nan ? "NaN" : "infinity", to_string(out.shape()), shapes));
+}
+
+}  // namespace
+
 void record(Op op, Tensor& out, std::vector<InputGrad> inputs, std::vector<Tensor> saved) {
   if (!grad_enabled()) return;
+  if (detect_anomaly()) check_output(op, out, inputs);
   std::vector<Edge> edges;
   for (InputGrad& in : inputs) {
     if (!in.input.defined() || !in.input.requires_grad()) continue;  // its closure is dropped here
@@ -104,6 +140,7 @@ void record(Op op, Tensor& out, std::vector<InputGrad> inputs, std::vector<Tenso
   node->edges = std::move(edges);
   for (const Tensor& s : saved)
     if (s.defined()) node->saved.push_back({s.impl()->storage, s.version()});
+  if (detect_anomaly()) node->scope = current_scope();
   out.impl()->grad_fn = std::move(node);
   out.impl()->requires_grad = true;
 }
@@ -191,8 +228,20 @@ void Tensor::backward(const Tensor& grad, bool retain_graph) const {
                       "the first backward; pass retain_graph=true to the first call",
                       op_info(node->op).name));
     check_saved(*node);
-    for (const Edge& e : node->edges) {
+    const bool check = detect_anomaly();
+    const NonFinite g_bad = check ? scan(g) : NonFinite{};
+    for (std::size_t k = 0; k < node->edges.size(); ++k) {
+      const Edge& e = node->edges[k];
       Tensor gi = e.grad(g);
+      if (check) {
+        const NonFinite bad = scan(gi);
+        if ((bad.nan && !g_bad.nan) || (bad.inf && !g_bad.inf))
+          throw AnomalyError(fmt::format(
+              "anomaly: the backward of '{}'{} produced {} in the gradient of its input {} (shape {}) from a "
+              "gradient {} without any",
+              op_info(node->op).name, node->scope && !node->scope->empty() ? " (forward in " + *node->scope + ")" : "",
+              bad.nan && !g_bad.nan ? "NaN" : "infinity", k, to_string(e.input_shape), to_string(g.shape())));
+      }
       if (gi.shape() != e.input_shape)  // an engine bug, never a user error
         throw Error(
             fmt::format("internal: backward of '{}' produced a gradient of shape {} for an input of "

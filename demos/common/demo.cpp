@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <sstream>
 
+#include "autograd/anomaly.h"
 #include "autograd/ops.h"
 #include "nn/safetensors.h"
 
@@ -171,6 +172,9 @@ std::string format_matrix(const Tensor& matrix, const std::vector<std::string>& 
 void add_common_options(CLI::App& app, CommonOptions& o) {
   app.add_option("--out", o.out, "folder for the pictures")->capture_default_str();
   app.add_option("--seed", o.seed, "seed for the weights")->capture_default_str();
+  app.add_flag_function(
+      "--detect-anomaly", [](std::int64_t) { set_detect_anomaly(true); },
+      "check every op's output and gradient for NaN/inf and stop at the first (slow; autograd/anomaly.h)");
 }
 
 transformer::Config small_stack_config() {

@@ -134,7 +134,13 @@ void Module::add_child(std::string name, std::shared_ptr<Module> module) {
   check_new_name(name);
   if (!module) throw ValueError(fmt::format("Module: submodule '{}' is null", name));
   module->train(training_);
+  module->set_path(path_->empty() ? name : *path_ + "." + name);
   children_.emplace_back(std::move(name), std::move(module));
+}
+
+void Module::set_path(const std::string& path) {
+  path_ = std::make_shared<const std::string>(path);
+  for (auto& [name, child] : children_) child->set_path(path + "." + name);
 }
 
 }  // namespace stepformer::nn

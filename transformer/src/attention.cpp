@@ -68,6 +68,7 @@ MultiHeadAttention::MultiHeadAttention(std::int64_t d, std::int64_t h, double p,
 
 Attention MultiHeadAttention::forward(const Tensor& query, const Tensor& key, const Tensor& value,
                                       const Tensor& blocked) {
+  const auto here = scope();
   for (const Tensor* t : {&key, &value})
     if (t->dim() != 3 || t->size(-1) != d_model)
       throw ShapeError(fmt::format("MultiHeadAttention expected [B, T, {}], got {}", d_model, to_string(t->shape())));

@@ -21,6 +21,7 @@ DecoderLayer::DecoderLayer(const Config& cfg, Generator& gen) {
 
 DecoderLayer::Output DecoderLayer::forward(const Tensor& x, const Tensor& memory, const Tensor& tgt_blocked,
                                            const Tensor& src_blocked) {
+  const auto here = scope();
   Output out;
   // Masked self-attention: each target position sees itself and earlier positions only.
   const Tensor h1 = norm_self->forward(x, [&](const Tensor& t) {
@@ -40,6 +41,7 @@ DecoderLayer::Output DecoderLayer::forward(const Tensor& x, const Tensor& memory
 }
 
 Tensor DecoderLayer::step(const Tensor& x, DecoderCache& cache, std::size_t i, const Tensor& src_blocked) {
+  const auto here = scope();
   // No self-attention mask: the cache holds only earlier positions (and this one), all of them visible.
   const Tensor h1 = norm_self->forward(x, [&](const Tensor& t) {
     const Tensor k = self_attn->key_heads(t), v = self_attn->value_heads(t);  // [B, H, 1, Dh]
@@ -62,6 +64,7 @@ Decoder::Decoder(const Config& c, Generator& gen) : cfg(c) {
 }
 
 DecoderOutput Decoder::forward(const Tensor& tgt_ids, const Tensor& memory, const Tensor& src_ids) {
+  const auto here = scope();
   if (memory.dim() != 3 || src_ids.dim() != 2 || memory.size(0) != src_ids.size(0) || memory.size(1) != src_ids.size(1))
     throw ShapeError(fmt::format("Decoder: memory {} does not match source ids {} ([B, S, D] and [B, S])",
                                  to_string(memory.shape()), to_string(src_ids.shape())));
@@ -79,6 +82,7 @@ DecoderOutput Decoder::forward(const Tensor& tgt_ids, const Tensor& memory, cons
 }
 
 Tensor Decoder::step(const Tensor& new_ids, const Tensor& memory, const Tensor& src_ids, DecoderCache& cache) {
+  const auto here = scope();
   if (new_ids.dim() != 2 || new_ids.size(1) != 1)
     throw ShapeError(
         fmt::format("Decoder::step expected one new token per sequence [B, 1], got {}", to_string(new_ids.shape())));

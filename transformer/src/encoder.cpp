@@ -17,6 +17,7 @@ EncoderLayer::EncoderLayer(const Config& cfg, Generator& gen) {
 }
 
 Attention EncoderLayer::forward(const Tensor& x, const Tensor& src_blocked) {
+  const auto here = scope();
   Tensor weights;  // [B, H, S, S], returned, never stored on the module
   const Tensor h = norm_attn->forward(x, [&](const Tensor& t) {
     Attention a = self_attn->forward(t, t, t, src_blocked);  // queries, keys and values all from x
@@ -36,6 +37,7 @@ Encoder::Encoder(const Config& c, Generator& gen) : cfg(c) {
 }
 
 EncoderOutput Encoder::forward(const Tensor& src_ids) {
+  const auto here = scope();
   const Tensor blocked = pad_mask(src_ids, cfg.pad_id);  // [B, 1, 1, S]
   EncoderOutput out{embed->forward(src_ids), {}};        // [B, S, D]
   for (auto& layer : *layers) {

@@ -12,6 +12,7 @@ PositionwiseFeedForward::PositionwiseFeedForward(std::int64_t d_model, std::int6
 }
 
 Tensor PositionwiseFeedForward::forward(const Tensor& x) {
+  const auto here = scope();
   const Tensor hidden = relu((*w_1)(x));  // [B, T, F]: Linear acts on the last dim, so each position alone
   return (*w_2)((*dropout)(hidden));      // [B, T, D]
 }

@@ -42,6 +42,7 @@ Tensor Transformer::logits(const Tensor& hidden) {
 }
 
 Tensor Transformer::forward(const Tensor& src, const Tensor& tgt_in) {
+  const auto here = scope();
   const EncoderOutput enc = encode(src);                            // [B, S, D]
   return logits(decoder->forward(tgt_in, enc.memory, src).hidden);  // [B, T, V]
 }

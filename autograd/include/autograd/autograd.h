@@ -1,5 +1,6 @@
 #pragma once
 // Everything a user of the engine needs, in one include.
+#include "autograd/anomaly.h"
 #include "autograd/backend.h"
 #include "autograd/device.h"
 #include "autograd/dtype.h"
@@ -11,5 +12,6 @@
 #include "autograd/op_table.h"
 #include "autograd/ops.h"
 #include "autograd/random.h"
+#include "autograd/scope.h"
 #include "autograd/shape.h"
 #include "autograd/tensor.h"

@@ -1,13 +1,16 @@
 #pragma once
 // Every error the engine raises is one of these types, and its message names the op and the offending
-// shapes or values, e.g. "matmul: inner dimensions differ: [2, 3] @ [4, 5]".
+// shapes or values, e.g. "matmul: inner dimensions differ: [2, 3] @ [4, 5]". Raised inside a module's
+// forward, the message starts with the module's path (autograd/scope.h): "decoder.layers.1.ffn.w_1: ...".
 #include <stdexcept>
 #include <string>
 
 namespace stepformer {
 
+std::string with_scope(const std::string& message);  // "<current scope>: <message>", or the message alone
+
 struct Error : std::runtime_error {
-  using std::runtime_error::runtime_error;
+  explicit Error(const std::string& message) : std::runtime_error(with_scope(message)) {}
 };
 struct ShapeError : Error {  // shapes that do not fit the op (incl. broadcasting, view)
   using Error::Error;
@@ -34,6 +37,9 @@ struct InplaceError : AutogradError {  // a tensor saved for backward was modifi
   using AutogradError::AutogradError;
 };
 struct ResourceError : Error {  // an allocation failed or a size overflowed
+  using Error::Error;
+};
+struct AnomalyError : Error {  // anomaly mode found NaN or infinity (autograd/anomaly.h)
   using Error::Error;
 };
 struct NotImplemented : Error {  // an exercise stub, or a feature not built on this device

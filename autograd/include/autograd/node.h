@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "autograd/op_table.h"
@@ -43,6 +44,7 @@ struct Node {
   bool released = false;     // backward ran without retain_graph: the edges' functions are gone
   bool accumulates = false;  // an accumulator: adds the gradient into `leaf`'s grad
   std::weak_ptr<TensorImpl> leaf;
+  std::shared_ptr<const std::string> scope;  // anomaly mode: the module the op ran in
 
   static std::int64_t live_count();  // Nodes alive now (flat-memory tests)
 };

@@ -31,7 +31,7 @@ Tensor ne(const Tensor& a, const Tensor& b);
 Tensor lt(const Tensor& a, const Tensor& b);
 Tensor gt(const Tensor& a, const Tensor& b);
 Tensor logical_not(const Tensor& mask);
-Tensor logical_or(const Tensor& a, const Tensor& b);  // boolean masks, broadcast
+Tensor logical_or(const Tensor& a, const Tensor& b);                 // boolean masks, broadcast
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);  // cond ? a : b, all broadcast
 // x with `value` wherever mask is true (mask broadcasts to x). Not in place: use the result.
 Tensor masked_fill(const Tensor& x, const Tensor& mask, double value);

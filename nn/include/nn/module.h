@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "autograd/scope.h"
 #include "autograd/tensor.h"
 
 namespace stepformer::nn {
@@ -52,7 +53,14 @@ class Module {
   void to(Device device);  // moves parameters and buffers in place (every handle sees the move)
   void zero_grad();
 
+  // The dotted path from the outermost module ("encoder.layers.0.ffn"; "" for the outermost itself).
+  const std::string& path() const { return *path_; }
+
  protected:
+  // The first line of every forward: `const auto here = scope();`. While it lives, errors raised inside
+  // start with this module's path and anomaly mode reports it (autograd/scope.h).
+  ScopeGuard scope() const { return ScopeGuard(path_); }
+
   Tensor register_parameter(std::string name, Tensor value);  // marks it requires_grad
   Tensor register_buffer(std::string name, Tensor value);     // state, not trained (e.g. the PE table)
   template <class M>
@@ -63,6 +71,7 @@ class Module {
 
  private:
   void add_child(std::string name, std::shared_ptr<Module> module);
+  void set_path(const std::string& path);  // this module's and, recursively, its children's
   void check_new_name(const std::string& name) const;
   template <class F>
   void visit(const std::string& prefix, F&& f) const;
@@ -70,6 +79,7 @@ class Module {
   NamedTensors parameters_, buffers_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   bool training_ = true;
+  std::shared_ptr<const std::string> path_ = std::make_shared<const std::string>();
 };
 
 // A module with one tensor in and one out (layers that Sequential can chain).

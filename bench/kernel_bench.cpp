@@ -1,0 +1,74 @@
+// The roofline of this CPU and where our kernels sit on it: the GEMM micro-kernel alone on cache-resident
+// panels (the arithmetic ceiling), a memory copy (the bandwidth ceiling), and softmax / layer_norm forward
+// and backward in GB/s (bytes each must read and write, over time).
+//
+//   build/bench/bin/kernel_bench [--threads N]
+#include <fmt/format.h>
+#include <omp.h>
+
+#include <cstring>
+#include <vector>
+
+#include "autograd/autograd.h"
+#include "autograd/cpu_gemm.h"
+#include "timing.h"
+
+using namespace stepformer;
+
+int main(int argc, char** argv) {
+  if (argc == 3 && !std::strcmp(argv[1], "--threads")) omp_set_num_threads(std::atoi(argv[2]));
+  const int threads = omp_get_max_threads();
+
+  // Arithmetic ceiling: one micro-kernel call after another on panels that stay in L1/L2, one thread.
+  for (const auto& k : cpu::gemm_kernels<float>()) {
+    const std::int64_t K = 256;
+    std::vector<float> a(static_cast<std::size_t>(K * k.mr), 0.5f), b(static_cast<std::size_t>(K * k.nr), 0.25f),
+        c(static_cast<std::size_t>(k.mr * k.nr));
+    const int calls = 2000;
+    const double t = bench::best_seconds([&] {
+      for (int i = 0; i < calls; ++i) k.run(K, a.data(), b.data(), c.data(), k.nr, 1.f, i ? 1.f : 0.f);
+    });
+    fmt::print("micro-kernel {:>8} {:2}x{:2}: {:6.1f} GFLOP/s on one core (panels in cache)\n", k.name, k.mr, k.nr,
+               2.0 * K * k.mr * k.nr * calls / t / 1e9);
+  }
+
+  // Bandwidth ceiling: copy 64 MB (far larger than the caches) with all threads.
+  const std::int64_t n = 16 << 20;
+  Generator gen(1);
+  Tensor src = rand({n}, gen), dst = zeros({n});
+  const double t_copy = bench::best_seconds([&] { copy_(dst, src); });
+  fmt::print("memory copy, {} threads: {:.1f} GB/s (read + write of {} MB)\n", threads, 2.0 * 4 * n / t_copy / 1e9,
+             4 * n >> 20);
+
+  // Rows of the kinds a Transformer has: attention scores and a 8000-word vocabulary; d_model 512.
+  for (const auto [rows, cols] : {std::pair<std::int64_t, std::int64_t>{32768, 32}, {1024, 8000}, {16384, 512}}) {
+    const Tensor x = randn({rows, cols}, gen).set_requires_grad();
+    const double bytes = 4.0 * static_cast<double>(rows * cols);
+    Tensor y;
+    const double t_fwd = bench::best_seconds([&] {
+      NoGradGuard no_grad;
+      y = softmax(x);
+    });
+    const Tensor g = randn({rows, cols}, gen);
+    const double t_both = bench::best_seconds([&] {
+      Tensor z = softmax(x);
+      z.backward(g);
+    });
+    fmt::print("softmax    [{:5}, {:4}]: forward {:5.1f} GB/s, forward + backward {:5.1f} GB/s\n", rows, cols,
+               2 * bytes / t_fwd / 1e9, 5 * bytes / t_both / 1e9);
+  }
+  for (const auto [rows, cols] : {std::pair<std::int64_t, std::int64_t>{16384, 512}, {4096, 128}}) {
+    const Tensor x = randn({rows, cols}, gen).set_requires_grad();
+    const Tensor w = ones({cols}).set_requires_grad(), b = zeros({cols}).set_requires_grad();
+    const double bytes = 4.0 * static_cast<double>(rows * cols);
+    const double t_fwd = bench::best_seconds([&] {
+      NoGradGuard no_grad;
+      layer_norm(x, w, b);
+    });
+    const Tensor g = randn({rows, cols}, gen);
+    const double t_both = bench::best_seconds([&] { layer_norm(x, w, b).backward(g); });
+    fmt::print("layer_norm [{:5}, {:4}]: forward {:5.1f} GB/s, forward + backward {:5.1f} GB/s\n", rows, cols,
+               2 * bytes / t_fwd / 1e9, 5 * bytes / t_both / 1e9);
+  }
+  return 0;
+}

@@ -1,0 +1,98 @@
+// Training-step and decoding benchmark of the whole Transformer: the small config (d_model 128, 2+2
+// layers, batch 64 x 16 tokens) and the paper's base config (d_model 512, 6+6 layers, batch 32 x 32),
+// 8000-word vocabularies, the chapter 07 recipe (Adam, label smoothing 0.1, clipping). Prints ms per
+// step, greedy decoding ms per batch and the process's peak memory. tools/torch_train_step.py runs the
+// same shapes in PyTorch, so that the two can be run back to back.
+//
+//   build/bench/bin/train_bench [small|base] [--threads N] [--steps N]
+#include <fmt/format.h>
+#include <omp.h>
+
+#include <cstring>
+#include <fstream>
+#include <string>
+
+#include "autograd/grad_mode.h"
+#include "autograd/ops.h"
+#include "timing.h"
+#include "transformer/decoding.h"
+#include "transformer/train.h"
+
+using namespace stepformer;
+using namespace stepformer::transformer;
+
+namespace {
+
+// VmHWM: the peak resident memory of this process, in MB.
+double peak_rss_mb() {
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);)
+    if (line.rfind("VmHWM:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;
+  return 0;
+}
+
+Tensor random_ids(std::int64_t batch, std::int64_t len, std::int64_t vocab, Generator& gen) {
+  // Ids 4.. (no PAD/BOS/EOS/UNK), so every position is a real token, as in the PyTorch script.
+  const Tensor u = rand({batch, len}, gen, {DType::float64});
+  std::vector<std::int64_t> ids;
+  for (double x : u.to_vector<double>())
+    ids.push_back(4 + static_cast<std::int64_t>(x * static_cast<double>(vocab - 4)));
+  return from_vector(ids, {batch, len}, {DType::int64});
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string which = "small";
+  int threads = 0, steps = 0;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--threads") && i + 1 < argc)
+      threads = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--steps") && i + 1 < argc)
+      steps = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "small") || !std::strcmp(argv[i], "base"))
+      which = argv[i];
+    else {
+      fmt::print(stderr, "usage: train_bench [small|base] [--threads N] [--steps N]\n");
+      return 2;
+    }
+  }
+  if (threads > 0) omp_set_num_threads(threads);
+  const bool base = which == "base";
+  Config cfg;
+  cfg.src_vocab = cfg.tgt_vocab = 8000;
+  cfg.n_layers = base ? 6 : 2;
+  cfg.d_model = base ? 512 : 128;
+  cfg.d_ff = base ? 2048 : 512;
+  cfg.n_heads = base ? 8 : 4;
+  cfg.dropout = 0.1;
+  cfg.max_len = 256;
+  const std::int64_t batch = base ? 32 : 64, len = base ? 32 : 16;
+  if (steps <= 0) steps = base ? 5 : 30;
+
+  Generator gen(1), data(2);
+  Transformer model(cfg, gen);
+  Trainer trainer(model, {.warmup = 4000});
+  Batch b{random_ids(batch, len, cfg.src_vocab, data), random_ids(batch, len, cfg.tgt_vocab, data),
+          random_ids(batch, len, cfg.tgt_vocab, data), batch * len};
+  double best = 1e30, total = 0;
+  trainer.step(b);  // warm-up: first-touch of every buffer
+  for (int s = 0; s < steps; ++s) {
+    const double t = bench::seconds([&] { trainer.step(b); });
+    best = std::min(best, t);
+    total += t;
+  }
+  model.eval();
+  const double decode = bench::best_seconds(
+      [&] {
+        NoGradGuard no_grad;
+        greedy_decode(model, b.src, {.max_len = len});
+      },
+      3, 0.5);
+  fmt::print(
+      "{} config: {} parameters, batch {} x {} tokens, {} threads: train step {:.1f} ms (best) {:.1f} ms (mean of "
+      "{}), greedy decode {} tokens {:.1f} ms, peak RSS {:.0f} MB\n",
+      which, model.parameter_count(), batch, len, omp_get_max_threads(), best * 1e3, total / steps * 1e3, steps, len,
+      decode * 1e3, peak_rss_mb());
+  return 0;
+}
