@@ -32,7 +32,7 @@ struct Options {
   std::int64_t steps = 0;  // 0: the task's default
   std::int64_t batch = 64;
   double lr_factor = 1.0;
-  std::int64_t warmup = 200;
+  std::int64_t warmup = 0;  // 0: the task's default
   std::int64_t d_model = 64, layers = 2, heads = 4, d_ff = 256;
   double dropout = -1;  // < 0: the task's default (toy 0.1; numerals 0, its data is unlimited)
   int threads = 0;      // 0: OpenMP's default
@@ -95,9 +95,14 @@ void write_pictures(const Options& o, const std::string& task, const std::vector
 void print_samples(Transformer& model, const std::vector<Pair>& pairs, const Vocabulary& sv, const Vocabulary& tv,
                    const std::string& src_separator = "") {
   const auto out = greedy_translations(model, pairs, sv, tv);
-  fmt::print("  {:<16} {:<42} {}\n", "source", "translation (greedy)", "");
+  std::size_t width = 16, out_width = 24;  // columns as wide as the longest entry (in bytes; CJK is wider)
+  for (std::size_t i = 0; i < pairs.size(); ++i) {
+    width = std::max(width, join(pairs[i].src, src_separator).size());
+    out_width = std::max(out_width, join(out[i]).size());
+  }
+  fmt::print("  {:<{}} {:<{}} {}\n", "source", width, "translation (greedy)", out_width, "");
   for (std::size_t i = 0; i < pairs.size(); ++i)
-    fmt::print("  {:<16} {:<42} {}\n", join(pairs[i].src, src_separator), join(out[i]),
+    fmt::print("  {:<{}} {:<{}} {}\n", join(pairs[i].src, src_separator), width, join(out[i]), out_width,
                out[i] == pairs[i].tgt ? "ok" : "expected: " + join(pairs[i].tgt));
 }
 
@@ -146,6 +151,7 @@ struct NumeralVocab {
 
 int run_numerals(Options o) {
   if (o.dropout < 0) o.dropout = 0.0;
+  if (o.warmup <= 0) o.warmup = 200;
   const NumeralVocab vocab;
   const NumeralTask task(o.common.seed);
   const std::int64_t steps = o.steps ? o.steps : 3000;
@@ -210,6 +216,7 @@ struct FreedictData {
 
 int run_freedict(Options o) {
   if (o.dropout < 0) o.dropout = 0.1;
+  if (o.warmup <= 0) o.warmup = 1000;  // real data: a gentler start than numerals' 200 (200 gave BLEU 1.9)
   const auto read_start = Clock::now();
   const FreedictData data(o.dict);
   const auto& [train, valid, test] = data.splits;
@@ -314,7 +321,7 @@ int main(int argc, char** argv) {
   app.add_option("--steps", o.steps, "training steps (default: 150 toy, 3000 numerals, 4000 freedict)");
   app.add_option("--batch", o.batch, "pairs per batch (numerals)")->capture_default_str();
   app.add_option("--lr-factor", o.lr_factor, "factor of the warmup schedule (numerals)")->capture_default_str();
-  app.add_option("--warmup", o.warmup, "warmup steps of the schedule (numerals)")->capture_default_str();
+  app.add_option("--warmup", o.warmup, "warmup steps of the schedule (default: 200 numerals, 1000 freedict)");
   app.add_option("--d-model", o.d_model, "model size")->capture_default_str();
   app.add_option("--layers", o.layers, "encoder and decoder layers")->capture_default_str();
   app.add_option("--heads", o.heads, "attention heads")->capture_default_str();

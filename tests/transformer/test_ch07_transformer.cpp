@@ -152,12 +152,28 @@ TEST_CASE("vocabulary: dense unique ids, round trip, UNK (seed 000's duplicate '
   const Vocabulary v =
       Vocabulary::build({word_tokens("I have a good friend ."), word_tokens("I have zero girl friend .")});
   CHECK(v.size() == 4 + 8);
-  for (std::int64_t i = 0; i < v.size(); ++i) CHECK(v.id(v.token(i)) == i);
+  for (std::int64_t i = Vocabulary::kUnk + 1; i < v.size(); ++i) CHECK(v.id(v.token(i)) == i);  // words
+  std::set<std::string> names;
+  for (std::int64_t i = 0; i < v.size(); ++i) names.insert(v.token(i));
+  CHECK(static_cast<std::int64_t>(names.size()) == v.size());  // unique
   const auto tokens = word_tokens("I have a girl friend .");
   CHECK(v.decode(v.encode(tokens)) == tokens);
   CHECK(v.id("boy") == Vocabulary::kUnk);
   CHECK(v.decode({Vocabulary::kBos, v.id("I"), Vocabulary::kEos, v.id("have")}) == std::vector<std::string>{"I"});
   REQUIRE_THROWS_WITH_ALL(v.token(12), IndexError, "id 12", "12 tokens");
+}
+
+TEST_CASE("vocabulary: the specials' names in text are unknown words, not control tokens", "[ch07][data]") {
+  // Found by fuzz_tokens: "<eos>" typed in a sentence used to encode as EOS and cut the sentence short.
+  const auto tokens = word_tokens("an <eos> in the middle <pad> <bos> <unk>");
+  const Vocabulary v = Vocabulary::build({tokens});
+  CHECK(v.size() == 4 + 4);  // an, in, the, middle
+  const auto ids = v.encode(tokens);
+  CHECK(ids[1] == Vocabulary::kUnk);
+  CHECK(ids[5] == Vocabulary::kUnk);
+  CHECK(ids[6] == Vocabulary::kUnk);
+  CHECK(v.decode(ids).size() == tokens.size());  // nothing is cut
+  CHECK(v.token(Vocabulary::kEos) == "<eos>");   // the specials themselves are still there
 }
 
 TEST_CASE("Chinese numerals and English words follow the rules, including 零", "[ch07][data]") {

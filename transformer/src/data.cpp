@@ -12,7 +12,10 @@
 namespace stepformer::transformer {
 
 Vocabulary::Vocabulary() {
-  for (const char* s : {"<pad>", "<bos>", "<eos>", "<unk>"}) add(s);
+  for (const char* s : {"<pad>", "<bos>", "<eos>", "<unk>"}) {
+    ids_.emplace(s, size());
+    tokens_.emplace_back(s);
+  }
 }
 
 Vocabulary Vocabulary::build(const std::vector<std::vector<std::string>>& corpus, std::int64_t min_count) {
@@ -29,12 +32,12 @@ Vocabulary Vocabulary::build(const std::vector<std::vector<std::string>>& corpus
 std::int64_t Vocabulary::add(const std::string& token) {
   auto [it, fresh] = ids_.try_emplace(token, size());
   if (fresh) tokens_.push_back(token);
-  return it->second;
+  return it->second <= kUnk ? kUnk : it->second;  // a special's name in text is no word
 }
 
 std::int64_t Vocabulary::id(const std::string& token) const {
   auto it = ids_.find(token);
-  return it == ids_.end() ? kUnk : it->second;
+  return it == ids_.end() || it->second <= kUnk ? kUnk : it->second;
 }
 
 const std::string& Vocabulary::token(std::int64_t id) const {

@@ -64,12 +64,15 @@ class Stepper {
   DecoderCache cache_;
 };
 
-// The most likely token of one row of log-probabilities, never PAD or BOS: a generated PAD would be masked
-// as padding when the prefix is decoded again, and BOS only starts a sequence.
+// Never PAD or BOS: a generated PAD would be masked as padding when the prefix is decoded again, and BOS
+// only starts a sequence. Nor UNK (unless o.unk < 0): "<unk>" is never a useful word of a translation.
+bool may_generate(std::int64_t t, const DecodeOptions& o) { return t != o.pad && t != o.bos && t != o.unk; }
+
+// The most likely token of one row of log-probabilities that may be generated.
 std::int64_t best_token(const float* row, std::int64_t V, const DecodeOptions& o) {
   std::int64_t best = -1;
   for (std::int64_t t = 0; t < V; ++t)
-    if (t != o.pad && t != o.bos && (best < 0 || row[t] > row[best])) best = t;
+    if (may_generate(t, o) && (best < 0 || row[t] > row[best])) best = t;
   return best;
 }
 
@@ -131,7 +134,7 @@ std::vector<std::vector<std::int64_t>> beam_decode(Transformer& model, const Ten
       std::vector<Candidate> candidates;
       for (std::size_t a = 0; a < alive.size(); ++a)
         for (std::size_t t = 0; t < V; ++t)
-          if (static_cast<std::int64_t>(t) != o.pad && static_cast<std::int64_t>(t) != o.bos)
+          if (may_generate(static_cast<std::int64_t>(t), o))
             candidates.push_back({scores[a] + lp[a * V + t], a, static_cast<std::int64_t>(t)});
       // Ties keep the lower parent and token (stable), so width 1 picks exactly greedy's argmax.
       std::stable_sort(candidates.begin(), candidates.end(),

@@ -21,6 +21,8 @@ class Vocabulary {
   // rarer tokens will encode as <unk>.
   static Vocabulary build(const std::vector<std::vector<std::string>>& corpus, std::int64_t min_count = 1);
 
+  // Text never produces a special: the word "<eos>" in a sentence is unknown, not the end of the sentence
+  // (found by fuzz/fuzz_tokens.cpp). So add() and id() map the specials' names to kUnk.
   std::int64_t add(const std::string& token);       // its id (the existing one if already present)
   std::int64_t id(const std::string& token) const;  // kUnk when absent
   const std::string& token(std::int64_t id) const;  // IndexError when out of range

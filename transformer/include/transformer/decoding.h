@@ -9,6 +9,7 @@ namespace stepformer::transformer {
 
 struct DecodeOptions {
   std::int64_t pad = 0, bos = 1, eos = 2;  // PAD and BOS are never generated
+  std::int64_t unk = 3;                    // nor UNK; -1 allows it
   std::int64_t max_len = 50;               // tokens generated at most (EOS included); capped by the model's max_len - 1
   bool use_cache = true;                   // false recomputes the whole prefix every step (for tests and teaching)
 };
