@@ -41,7 +41,7 @@ int main(int argc, char** argv) {
              4 * n >> 20);
 
   // Rows of the kinds a Transformer has: attention scores and a 8000-word vocabulary; d_model 512.
-  for (const auto [rows, cols] : {std::pair<std::int64_t, std::int64_t>{32768, 32}, {1024, 8000}, {16384, 512}}) {
+  for (const auto& [rows, cols] : {std::pair<std::int64_t, std::int64_t>{32768, 32}, {1024, 8000}, {16384, 512}}) {
     const Tensor x = randn({rows, cols}, gen).set_requires_grad();
     const double bytes = 4.0 * static_cast<double>(rows * cols);
     Tensor y;
@@ -57,7 +57,7 @@ int main(int argc, char** argv) {
     fmt::print("softmax    [{:5}, {:4}]: forward {:5.1f} GB/s, forward + backward {:5.1f} GB/s\n", rows, cols,
                2 * bytes / t_fwd / 1e9, 5 * bytes / t_both / 1e9);
   }
-  for (const auto [rows, cols] : {std::pair<std::int64_t, std::int64_t>{16384, 512}, {4096, 128}}) {
+  for (const auto& [rows, cols] : {std::pair<std::int64_t, std::int64_t>{16384, 512}, {4096, 128}}) {
     const Tensor x = randn({rows, cols}, gen).set_requires_grad();
     const Tensor w = ones({cols}).set_requires_grad(), b = zeros({cols}).set_requires_grad();
     const double bytes = 4.0 * static_cast<double>(rows * cols);

@@ -111,7 +111,7 @@ json parse_header(std::string_view text, std::string_view source) {
   json header;
   try {
     header = json::parse(text, on_event);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, and out_of_range for a number too big for a double
     fail(source, fmt::format("the header is not valid JSON ({})", e.what()));
   }
   if (!duplicate.empty()) fail(source, fmt::format("the header names '{}' twice", duplicate));

@@ -106,3 +106,25 @@ TEST_CASE("GEMM results do not depend on the thread count", "[gemm]") {
   gemm<float>(M, N, K, 1.f, {av.data(), K, 1}, {bv.data(), N, 1}, 0.f, {two.data(), N, 1}, 2);
   CHECK(one == two);
 }
+
+TEMPLATE_TEST_CASE("GEMM: small products take the direct path and agree with the reference", "[gemm]", float,
+                   double) {
+  using T = TestType;
+  const double eps = std::is_same_v<T, float> ? 1.2e-7 : 2.3e-16;
+  for (const std::int64_t M : {1, 7, 16, 33})
+    for (const std::int64_t N : {1, 16, 33})
+      for (const std::int64_t K : {1, 32, 57})
+        for (const bool trans_b : {false, true}) {
+          INFO("M=" << M << " N=" << N << " K=" << K << " trans_b=" << trans_b);
+          const auto av = random_values<T>(M * K, 8), bv = random_values<T>(K * N, 9);
+          const Strided<const T> a{av.data(), 1, M};  // A transposed
+          const Strided<const T> b{bv.data(), trans_b ? 1 : N, trans_b ? K : 1};
+          auto got = random_values<T>(M * N * 2, 10), want = got;
+          gemm<T>(M, N, K, T(1.5), a, b, T(0.5), {got.data(), 1, 2 * M});  // C transposed, every other column
+          reference<T>(M, N, K, T(1.5), a, b, T(0.5), {want.data(), 1, 2 * M});
+          double worst = 0;
+          for (std::size_t i = 0; i < got.size(); ++i)
+            worst = std::max(worst, std::abs(static_cast<double>(got[i]) - static_cast<double>(want[i])));
+          CHECK(worst <= 4.0 * static_cast<double>(K) * eps + 4 * eps);
+        }
+}

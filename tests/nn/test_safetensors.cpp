@@ -95,6 +95,9 @@ TEST_CASE("malformed files are rejected with a clear error", "[nn][safetensors][
   REQUIRE_THROWS_WITH_ALL(parse(bytes_of(1ULL << 40, ok, 8)), CheckpointError, "exceeds the format's limit");
   REQUIRE_THROWS_WITH_ALL(parse(file_with(R"({"x":{"dtype":"F32",)", 8)), CheckpointError, "not valid JSON");
   REQUIRE_THROWS_WITH_ALL(parse(file_with("[1,2]", 0)), CheckpointError, "JSON object");
+  // Found by fuzz_safetensors: a number too large for a double escaped as nlohmann's out_of_range.
+  REQUIRE_THROWS_WITH_ALL(parse(file_with(R"({"x":1111111111111111111111111e11111111})", 0)), CheckpointError,
+                          "not valid JSON", "number overflow");
   REQUIRE_THROWS_WITH_ALL(parse(file_with(R"({"x":{"dtype":"F16","shape":[2],"data_offsets":[0,4]}})", 4)),
                           CheckpointError, "tensor 'x'", "dtype F16");
   REQUIRE_THROWS_WITH_ALL(parse(file_with(R"({"x":{"dtype":"F32","shape":[2]}})", 8)), CheckpointError,

@@ -27,6 +27,7 @@
 #include "gemm_isa.h"
 #include "gemm_microkernel.h"
 #include "strided.h"
+#include "vmath.h"
 
 namespace stepformer::cpu {
 
@@ -120,7 +121,17 @@ void pack_a(const Strided<const T>& a, std::int64_t i0, std::int64_t mc, std::in
             T* dst) {
   for (std::int64_t ip = 0; ip < mc; ip += mr, dst += kc * mr) {
     const std::int64_t m = std::min<std::int64_t>(mr, mc - ip);
-    for (std::int64_t r = 0; r < mr; ++r) {
+    if (a.rows == 1) {  // column-major A (a transposed operand, as in dW = dY^T X): a panel's k-th column is contiguous
+      for (std::int64_t k = 0; k < kc; ++k) {
+        const T* src = a.data + (i0 + ip) + (k0 + k) * a.cols;
+        T* col = dst + k * mr;
+        std::int64_t r = 0;
+        for (; r < m; ++r) col[r] = src[r];
+        for (; r < mr; ++r) col[r] = T(0);
+      }
+      continue;
+    }
+    for (std::int64_t r = 0; r < mr; ++r) {  // row-major A: walk each row along k
       if (r >= m) {
         for (std::int64_t k = 0; k < kc; ++k) dst[k * mr + r] = T(0);
         continue;
@@ -129,6 +140,40 @@ void pack_a(const Strided<const T>& a, std::int64_t i0, std::int64_t mc, std::in
       for (std::int64_t k = 0; k < kc; ++k) dst[k * mr + r] = src[k * a.cols];
     }
   }
+}
+
+// Small products (attention's per-head [16 x 32] @ [32 x 16]) cost more to pack than to compute: they run
+// row by row, i-k-j, accumulating a row of C in a local buffer. Multi-versioned like the other kernels.
+constexpr std::int64_t kSmallWork = 1 << 16, kSmallN = 256;
+
+template <class T>
+[[gnu::always_inline]] inline void small_gemm_impl(std::int64_t M, std::int64_t N, std::int64_t K, T alpha,
+                                                   const Strided<const T>& a, const Strided<const T>& b, T beta,
+                                                   const Strided<T>& c) {
+  T acc[kSmallN];
+  for (std::int64_t i = 0; i < M; ++i) {
+    for (std::int64_t j = 0; j < N; ++j) acc[j] = T(0);
+    for (std::int64_t k = 0; k < K; ++k) {
+      const T x = a.data[i * a.rows + k * a.cols];
+      const T* bk = b.data + k * b.rows;
+      if (b.cols == 1)
+        for (std::int64_t j = 0; j < N; ++j) acc[j] += x * bk[j];
+      else
+        for (std::int64_t j = 0; j < N; ++j) acc[j] += x * bk[j * b.cols];
+    }
+    T* ci = c.data + i * c.rows;
+    for (std::int64_t j = 0; j < N; ++j) ci[j * c.cols] = alpha * acc[j] + (beta == 0 ? T(0) : beta * ci[j * c.cols]);
+  }
+}
+
+STEPFORMER_SIMD_CLONES void small_gemm(std::int64_t M, std::int64_t N, std::int64_t K, float alpha,
+                                       const Strided<const float>& a, const Strided<const float>& b, float beta,
+                                       const Strided<float>& c) {
+  small_gemm_impl(M, N, K, alpha, a, b, beta, c);
+}
+void small_gemm(std::int64_t M, std::int64_t N, std::int64_t K, double alpha, const Strided<const double>& a,
+                const Strided<const double>& b, double beta, const Strided<double>& c) {
+  small_gemm_impl(M, N, K, alpha, a, b, beta, c);
 }
 
 template <class T>
@@ -153,6 +198,7 @@ void gemm(std::int64_t M, std::int64_t N, std::int64_t K, T alpha, Strided<const
           Strided<T> c, int threads, const GemmKernel<T>* kernel) {
   if (M <= 0 || N <= 0) return;
   if (K <= 0 || alpha == 0) return scale(M, N, beta, c);
+  if (!kernel && N <= kSmallN && M * N * K <= kSmallWork) return small_gemm(M, N, K, alpha, a, b, beta, c);
   const GemmKernel<T>& kn = kernel ? *kernel : gemm_kernels<T>().back();
   const int mr = kn.mr, nr = kn.nr;
   if (threads <= 0) threads = omp_get_max_threads();

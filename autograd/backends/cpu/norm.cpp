@@ -3,12 +3,102 @@
 //   backward: xhat = (x - mean) * rstd, gx = dy * gamma,
 //             dx = rstd * (gx - mean(gx) - xhat * mean(gx * xhat)),
 //             dgamma = sum_rows(dy * xhat), dbeta = sum_rows(dy)
+// Rows are independent (one per thread at a time). dgamma and dbeta sum over rows: fixed blocks of
+// kRowBlock rows each sum their rows in order, unit stride, and the block sums are added in block order,
+// so the result does not depend on the thread count.
 #include <cmath>
+#include <vector>
 
 #include "cpu_backend.h"
 #include "strided.h"
+#include "vmath.h"
 
 namespace stepformer::cpu {
+
+namespace {
+
+constexpr std::int64_t kRowBlock = 64;
+
+template <class T>
+[[gnu::always_inline]] inline void forward_row(const T* x, T* y, const T* g, const T* b, std::int64_t D, double eps,
+                                               T* mean, T* rstd) {
+  double mu = 0;
+#pragma omp simd reduction(+ : mu)
+  for (std::int64_t i = 0; i < D; ++i) mu += x[i];
+  mu /= static_cast<double>(D);
+  double var = 0;
+#pragma omp simd reduction(+ : var)
+  for (std::int64_t i = 0; i < D; ++i) var += (x[i] - mu) * (x[i] - mu);
+  var /= static_cast<double>(D);
+  const double rs = 1.0 / std::sqrt(var + eps);
+  const T m = static_cast<T>(mu), r = static_cast<T>(rs);
+  if (g && b)
+    for (std::int64_t i = 0; i < D; ++i) y[i] = (x[i] - m) * r * g[i] + b[i];
+  else
+    for (std::int64_t i = 0; i < D; ++i) y[i] = (x[i] - m) * r * (g ? g[i] : T(1)) + (b ? b[i] : T(0));
+  *mean = m;
+  *rstd = r;
+}
+
+template <class T>
+[[gnu::always_inline]] inline void backward_row(const T* x, const T* dy, T* dx, const T* g, std::int64_t D, T mean,
+                                                T rstd) {
+  double sum_gx = 0, sum_gx_xhat = 0;
+#pragma omp simd reduction(+ : sum_gx, sum_gx_xhat)
+  for (std::int64_t i = 0; i < D; ++i) {
+    const T gx = g ? dy[i] * g[i] : dy[i];
+    sum_gx += gx;
+    sum_gx_xhat += gx * (x[i] - mean) * rstd;
+  }
+  const T a = static_cast<T>(sum_gx / static_cast<double>(D)), c = static_cast<T>(sum_gx_xhat / static_cast<double>(D));
+  for (std::int64_t i = 0; i < D; ++i) {
+    const T gx = g ? dy[i] * g[i] : dy[i];
+    dx[i] = rstd * (gx - a - (x[i] - mean) * rstd * c);
+  }
+}
+
+// Adds dy * xhat and dy of rows [r0, r1) into dg and db (length D), row by row.
+template <class T>
+[[gnu::always_inline]] inline void param_grads_rows(const T* x, const T* dy, const T* mean, const T* rstd,
+                                                    std::int64_t r0, std::int64_t r1, std::int64_t D, double* dg,
+                                                    double* db) {
+  for (std::int64_t r = r0; r < r1; ++r) {
+    const T* xr = x + r * D;
+    const T* dyr = dy + r * D;
+    const T m = mean[r], s = rstd[r];
+    for (std::int64_t i = 0; i < D; ++i) {
+      dg[i] += static_cast<double>(dyr[i] * (xr[i] - m) * s);
+      db[i] += static_cast<double>(dyr[i]);
+    }
+  }
+}
+
+STEPFORMER_SIMD_CLONES void forward_rows(const float* x, float* y, const float* g, const float* b, std::int64_t D,
+                                         double eps, float* mean, float* rstd) {
+  forward_row(x, y, g, b, D, eps, mean, rstd);
+}
+void forward_rows(const double* x, double* y, const double* g, const double* b, std::int64_t D, double eps,
+                  double* mean, double* rstd) {
+  forward_row(x, y, g, b, D, eps, mean, rstd);
+}
+STEPFORMER_SIMD_CLONES void backward_rows(const float* x, const float* dy, float* dx, const float* g, std::int64_t D,
+                                          float mean, float rstd) {
+  backward_row(x, dy, dx, g, D, mean, rstd);
+}
+void backward_rows(const double* x, const double* dy, double* dx, const double* g, std::int64_t D, double mean,
+                   double rstd) {
+  backward_row(x, dy, dx, g, D, mean, rstd);
+}
+STEPFORMER_SIMD_CLONES void param_grads(const float* x, const float* dy, const float* mean, const float* rstd,
+                                        std::int64_t r0, std::int64_t r1, std::int64_t D, double* dg, double* db) {
+  param_grads_rows(x, dy, mean, rstd, r0, r1, D, dg, db);
+}
+void param_grads(const double* x, const double* dy, const double* mean, const double* rstd, std::int64_t r0,
+                 std::int64_t r1, std::int64_t D, double* dg, double* db) {
+  param_grads_rows(x, dy, mean, rstd, r0, r1, D, dg, db);
+}
+
+}  // namespace
 
 void CpuBackend::layer_norm_forward(const TensorDesc& y, const TensorDesc& mean, const TensorDesc& rstd,
                                     const TensorDesc& x, const TensorDesc& gamma, const TensorDesc& beta, double eps) {
@@ -16,28 +106,10 @@ void CpuBackend::layer_norm_forward(const TensorDesc& y, const TensorDesc& mean,
   const std::int64_t rows = D ? x.numel() / D : 0;
   dispatch_floating(x.dtype, "layer_norm", [&](auto t) {
     using T = decltype(t);
-    const T* g = ptr<T>(gamma);
-    const T* b = ptr<T>(beta);
 #pragma omp parallel for schedule(static) if (rows * D >= kParallelGrain)
-    for (std::int64_t r = 0; r < rows; ++r) {
-      const T* xr = ptr<T>(x) + r * D;
-      T* yr = ptr<T>(y) + r * D;
-      double mu = 0;
-      for (std::int64_t i = 0; i < D; ++i) mu += xr[i];
-      mu /= static_cast<double>(D);
-      double var = 0;
-      for (std::int64_t i = 0; i < D; ++i) var += (xr[i] - mu) * (xr[i] - mu);
-      var /= static_cast<double>(D);
-      const double rs = 1.0 / std::sqrt(var + eps);
-      for (std::int64_t i = 0; i < D; ++i) {
-        double v = (xr[i] - mu) * rs;
-        if (g) v *= g[i];
-        if (b) v += b[i];
-        yr[i] = static_cast<T>(v);
-      }
-      ptr<T>(mean)[r] = static_cast<T>(mu);
-      ptr<T>(rstd)[r] = static_cast<T>(rs);
-    }
+    for (std::int64_t r = 0; r < rows; ++r)
+      forward_rows(ptr<T>(x) + r * D, ptr<T>(y) + r * D, ptr<T>(gamma), ptr<T>(beta), D, eps, ptr<T>(mean) + r,
+                   ptr<T>(rstd) + r);
   });
 }
 
@@ -48,37 +120,23 @@ void CpuBackend::layer_norm_backward(const TensorDesc& dx, const TensorDesc& dga
   const std::int64_t rows = D ? x.numel() / D : 0;
   dispatch_floating(x.dtype, "layer_norm_backward", [&](auto t) {
     using T = decltype(t);
-    const T* g = ptr<T>(gamma);
 #pragma omp parallel for schedule(static) if (rows * D >= kParallelGrain)
-    for (std::int64_t r = 0; r < rows; ++r) {
-      const T* xr = ptr<T>(x) + r * D;
-      const T* dyr = ptr<T>(dy) + r * D;
-      T* dxr = ptr<T>(dx) + r * D;
-      const double mu = ptr<T>(mean)[r], rs = ptr<T>(rstd)[r];
-      double mean_gx = 0, mean_gx_xhat = 0;
-      for (std::int64_t i = 0; i < D; ++i) {
-        const double gx = g ? dyr[i] * g[i] : dyr[i];
-        mean_gx += gx;
-        mean_gx_xhat += gx * (xr[i] - mu) * rs;
-      }
-      mean_gx /= static_cast<double>(D);
-      mean_gx_xhat /= static_cast<double>(D);
-      for (std::int64_t i = 0; i < D; ++i) {
-        const double gx = g ? dyr[i] * g[i] : dyr[i];
-        dxr[i] = static_cast<T>(rs * (gx - mean_gx - (xr[i] - mu) * rs * mean_gx_xhat));
-      }
-    }
+    for (std::int64_t r = 0; r < rows; ++r)
+      backward_rows(ptr<T>(x) + r * D, ptr<T>(dy) + r * D, ptr<T>(dx) + r * D, ptr<T>(gamma), D, ptr<T>(mean)[r],
+                    ptr<T>(rstd)[r]);
     if (!dgamma.data && !dbeta.data) return;
+    const std::int64_t blocks = (rows + kRowBlock - 1) / kRowBlock;
+    std::vector<double> dg(static_cast<std::size_t>(blocks * D), 0.0), db(dg.size(), 0.0);
 #pragma omp parallel for schedule(static) if (rows * D >= kParallelGrain)
-    for (std::int64_t i = 0; i < D; ++i) {  // one column per iteration: no two threads write one element
-      double dg = 0, db = 0;
-      for (std::int64_t r = 0; r < rows; ++r) {
-        const double d = ptr<T>(dy)[r * D + i];
-        dg += d * (ptr<T>(x)[r * D + i] - ptr<T>(mean)[r]) * ptr<T>(rstd)[r];
-        db += d;
-      }
-      if (dgamma.data) ptr<T>(dgamma)[i] = static_cast<T>(dg);
-      if (dbeta.data) ptr<T>(dbeta)[i] = static_cast<T>(db);
+    for (std::int64_t k = 0; k < blocks; ++k)
+      param_grads(ptr<T>(x), ptr<T>(dy), ptr<T>(mean), ptr<T>(rstd), k * kRowBlock, std::min(rows, (k + 1) * kRowBlock),
+                  D, dg.data() + k * D, db.data() + k * D);
+    for (std::int64_t i = 0; i < D; ++i) {
+      double sg = 0, sb = 0;
+      for (std::int64_t k = 0; k < blocks; ++k)
+        sg += dg[static_cast<std::size_t>(k * D + i)], sb += db[static_cast<std::size_t>(k * D + i)];
+      if (dgamma.data) ptr<T>(dgamma)[i] = static_cast<T>(sg);
+      if (dbeta.data) ptr<T>(dbeta)[i] = static_cast<T>(sb);
     }
   });
 }

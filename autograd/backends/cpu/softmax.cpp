@@ -16,14 +16,19 @@ template <class T>
 #pragma omp simd reduction(max : mx)
   for (std::int64_t c = 1; c < C; ++c) mx = std::max(mx, x[c]);
   double total = 0;
-#pragma omp simd reduction(+ : total)
-  for (std::int64_t c = 0; c < C; ++c) total += exp_of(x[c] - mx);
   if (log) {
+#pragma omp simd reduction(+ : total)
+    for (std::int64_t c = 0; c < C; ++c) total += exp_of(x[c] - mx);
     const T lse = static_cast<T>(std::log(total));
     for (std::int64_t c = 0; c < C; ++c) y[c] = x[c] - mx - lse;
-  } else {
+  } else {  // exp once: y holds exp(x - max) until it is scaled
+#pragma omp simd reduction(+ : total)
+    for (std::int64_t c = 0; c < C; ++c) {
+      y[c] = exp_of(x[c] - mx);
+      total += y[c];
+    }
     const T inv = static_cast<T>(1.0 / total);
-    for (std::int64_t c = 0; c < C; ++c) y[c] = exp_of(x[c] - mx) * inv;
+    for (std::int64_t c = 0; c < C; ++c) y[c] *= inv;
   }
 }
 

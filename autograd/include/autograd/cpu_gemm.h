@@ -31,7 +31,8 @@ struct Strided {
 };
 
 // C[M, N] = alpha * A[M, K] @ B[K, N] + beta * C, on up to `threads` OpenMP threads (0: the default
-// count; 1: the caller's thread only). beta == 0 never reads C.
+// count; 1: the caller's thread only). beta == 0 never reads C. Without an explicit kernel, products of
+// at most 65,536 multiply-adds (and N <= 256) take a direct loop instead of packing.
 template <class T>
 void gemm(std::int64_t M, std::int64_t N, std::int64_t K, T alpha, Strided<const T> a, Strided<const T> b, T beta,
           Strided<T> c, int threads = 0, const GemmKernel<T>* kernel = nullptr);
