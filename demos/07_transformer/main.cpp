@@ -154,7 +154,7 @@ int run_numerals(Options o) {
   if (o.warmup <= 0) o.warmup = 200;
   const NumeralVocab vocab;
   const NumeralTask task(o.common.seed);
-  const std::int64_t steps = o.steps ? o.steps : 3000;
+  const std::int64_t steps = o.steps ? o.steps : 5000;
   sf::Generator gen(o.common.seed), data_gen(o.common.seed + 1);
   Transformer model(model_config(o, vocab.src, vocab.tgt), gen);
   Trainer trainer(model, {.warmup = o.warmup, .lr_factor = o.lr_factor});
@@ -318,7 +318,7 @@ int main(int argc, char** argv) {
   Options o;
   CLI::App app{"07_transformer: the whole Transformer, trained on toy pairs, Chinese numerals and German phrases"};
   sf::demo::add_common_options(app, o.common);
-  app.add_option("--steps", o.steps, "training steps (default: 150 toy, 3000 numerals, 4000 freedict)");
+  app.add_option("--steps", o.steps, "training steps (default: 150 toy, 5000 numerals, 4000 freedict)");
   app.add_option("--batch", o.batch, "pairs per batch (numerals)")->capture_default_str();
   app.add_option("--lr-factor", o.lr_factor, "factor of the warmup schedule (numerals)")->capture_default_str();
   app.add_option("--warmup", o.warmup, "warmup steps of the schedule (default: 200 numerals, 1000 freedict)");
