@@ -2,6 +2,9 @@
 // The CPU backend: every kernel of the Backend interface, simple and correct, OpenMP on the obvious
 // loops. One file per kernel family; the CUDA backend uses the same file names.
 #include <atomic>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
 
 #include "autograd/backend.h"
 
@@ -17,6 +20,7 @@ class CpuBackend final : public Backend {
   void copy_from_host(void* dst, const void* host_src, std::size_t bytes) override;
   void copy_to_host(void* host_dst, const void* src, std::size_t bytes) override;
   std::size_t bytes_in_use() const override { return bytes_in_use_.load(); }
+  void release_cache();  // gives every cached free block back to the system
 
   // elementwise.cpp
   void fill(const TensorDesc& out, double value) override;
@@ -64,6 +68,9 @@ class CpuBackend final : public Backend {
 
  private:
   std::atomic<std::size_t> bytes_in_use_{0};
+  std::mutex cache_mutex_;
+  std::unordered_map<std::size_t, std::vector<void*>> cache_;  // size class -> free blocks
+  std::size_t cached_bytes_ = 0;
 };
 
 }  // namespace stepformer::cpu
