@@ -1,0 +1,110 @@
+#pragma once
+// cuda-sim: the CUDA execution model on a CPU, so that our .cu kernels run (and can be stepped through in
+// gdb) on a machine without a GPU. Read docs: ../../../shared/design/cuda-sim.md has the measured design.
+//
+// - One CUDA thread is one fiber (Boost.Context): its own stack, switched in ~10 ns. The blocks of a grid
+//   run one after another on the calling OS thread; within a block a scheduler resumes ready fibers.
+// - __syncthreads() is a counting barrier: a thread that arrives waits (yields) until every live thread of
+//   the block has arrived; threads that returned count as arrived. If every live thread waits and none can
+//   go on, cuda-sim aborts with "deadlock" and says who waits where.
+// - Warp collectives (__shfl_*_sync, __ballot_sync, __syncwarp) meet per warp of 32 threads and follow
+//   PTX's lane rules (width segments, clamping for up/down). A lane outside the mask it passes, or lanes
+//   disagreeing on the mask, abort; reading an absent lane (past the end of a partial warp) returns
+//   poison: all bits set, NaN for float.
+// - __shared__ variables are static thread_local (one block runs at a time on one OS thread); dynamic
+//   shared memory (CUDASIM_DYNAMIC_SHARED) is a buffer filled with 0xFF at every block start, so a read
+//   before any write shows up as NaN.
+// - Atomics are plain read-modify-writes: fibers never preempt each other.
+// - set_reverse_start(true) (or STEPFORMER_CUDASIM_REVERSE=1) starts a block's threads last first: a
+//   kernel that silently depends on start order (a missing __syncthreads) then gives other results.
+// There is no real concurrency, and floating point is the CPU's (no FMA contraction as nvcc does).
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+
+namespace cudasim {
+
+struct dim3 {
+  unsigned x = 1, y = 1, z = 1;
+  constexpr dim3(unsigned x_ = 1, unsigned y_ = 1, unsigned z_ = 1) : x(x_), y(y_), z(z_) {}
+};
+struct uint3 {
+  unsigned x = 0, y = 0, z = 0;
+};
+
+// The running CUDA thread's coordinates (valid inside a kernel only).
+const uint3& thread_idx();
+const uint3& block_idx();
+const dim3& block_dim();
+const dim3& grid_dim();
+
+// Runs `body` once per CUDA thread of the grid, with dynamic shared memory of `shared_bytes`.
+void run_grid(dim3 grid, dim3 block, std::size_t shared_bytes, const std::function<void()>& body);
+void set_reverse_start(bool on);
+void* dynamic_shared();
+
+void syncthreads();
+// Warp collectives on raw 64-bit values; the typed __shfl_* templates below convert.
+enum class Shuffle { idx, up, down, bfly };
+std::uint64_t shuffle(unsigned mask, std::uint64_t value, Shuffle mode, int lane_or_delta, int width);
+unsigned ballot(unsigned mask, bool predicate);
+void syncwarp(unsigned mask);
+
+template <class T>
+T shuffle_typed(unsigned mask, T value, Shuffle mode, int arg, int width) {
+  static_assert(sizeof(T) <= 8, "cuda-sim shuffles values of at most 8 bytes");
+  std::uint64_t bits = 0;
+  std::memcpy(&bits, &value, sizeof(T));
+  bits = shuffle(mask, bits, mode, arg, width);
+  T out;
+  std::memcpy(&out, &bits, sizeof(T));
+  return out;
+}
+
+// One way to launch, for both compilers: under nvcc the compat header turns it into kernel<<<...>>>.
+template <class Kernel, class... Args>
+void launch(Kernel kernel, dim3 grid, dim3 block, std::size_t shared_bytes, Args... args) {
+  run_grid(grid, block, shared_bytes, [&] { kernel(args...); });
+}
+
+}  // namespace cudasim
+
+// --- the CUDA spellings ---------------------------------------------------------------------------
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __launch_bounds__(...)
+#define __shared__ static thread_local
+#define threadIdx (::cudasim::thread_idx())
+#define blockIdx (::cudasim::block_idx())
+#define blockDim (::cudasim::block_dim())
+#define gridDim (::cudasim::grid_dim())
+#define CUDASIM_DYNAMIC_SHARED(T, name) T* name = static_cast<T*>(::cudasim::dynamic_shared())
+
+inline void __syncthreads() { cudasim::syncthreads(); }
+inline void __syncwarp(unsigned mask = 0xffffffffu) { cudasim::syncwarp(mask); }
+inline unsigned __ballot_sync(unsigned mask, int predicate) { return cudasim::ballot(mask, predicate != 0); }
+template <class T>
+T __shfl_sync(unsigned mask, T var, int src_lane, int width = 32) {
+  return cudasim::shuffle_typed(mask, var, cudasim::Shuffle::idx, src_lane, width);
+}
+template <class T>
+T __shfl_up_sync(unsigned mask, T var, unsigned delta, int width = 32) {
+  return cudasim::shuffle_typed(mask, var, cudasim::Shuffle::up, static_cast<int>(delta), width);
+}
+template <class T>
+T __shfl_down_sync(unsigned mask, T var, unsigned delta, int width = 32) {
+  return cudasim::shuffle_typed(mask, var, cudasim::Shuffle::down, static_cast<int>(delta), width);
+}
+template <class T>
+T __shfl_xor_sync(unsigned mask, T var, int lane_mask, int width = 32) {
+  return cudasim::shuffle_typed(mask, var, cudasim::Shuffle::bfly, lane_mask, width);
+}
+template <class T>
+T atomicAdd(T* address, T value) {  // fibers never preempt each other: a plain update is atomic
+  const T old = *address;
+  *address = old + value;
+  return old;
+}

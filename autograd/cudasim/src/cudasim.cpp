@@ -1,0 +1,311 @@
+// cuda-sim's scheduler: fibers for CUDA threads, one block at a time, barriers and warp collectives.
+#include "cudasim/cudasim.h"
+
+#include <fmt/format.h>
+#include <sys/mman.h>
+#include <unistd.h>
+#include <xmmintrin.h>
+
+#include <boost/context/fiber.hpp>
+#include <boost/context/stack_context.hpp>
+#include <cstdio>
+#include <cstdlib>
+#include <deque>
+#include <string>
+#include <vector>
+
+namespace cudasim {
+
+namespace ctx = boost::context;
+
+namespace {
+
+[[noreturn]] void fail(const std::string& message) {
+  std::fprintf(stderr, "cuda-sim: %s\n", message.c_str());
+  std::fflush(stderr);
+  std::abort();
+}
+
+// Fiber stacks with a guard page below them (an overflow is a SIGSEGV, not corruption), kept in a pool:
+// a block of 1024 threads would otherwise map and unmap 1024 stacks. Size: STEPFORMER_CUDASIM_STACK
+// bytes, 64 KiB by default (large local arrays need more).
+class StackPool {
+ public:
+  StackPool() {
+    const char* env = std::getenv("STEPFORMER_CUDASIM_STACK");
+    const std::size_t page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+    size_ = env ? std::strtoull(env, nullptr, 10) : 64 * 1024;
+    size_ = (size_ + page - 1) / page * page;
+    page_ = page;
+  }
+  ~StackPool() {
+    for (void* base : free_) munmap(base, size_ + page_);
+  }
+  ctx::stack_context allocate() {
+    void* base = nullptr;
+    if (!free_.empty()) {
+      base = free_.back();
+      free_.pop_back();
+    } else {
+      base = mmap(nullptr, size_ + page_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      if (base == MAP_FAILED) fail("cannot map a fiber stack");
+      mprotect(base, page_, PROT_NONE);  // the guard page, at the low end: stacks grow down
+    }
+    ctx::stack_context sc;
+    sc.size = size_;
+    sc.sp = static_cast<char*>(base) + page_ + size_;
+    return sc;
+  }
+  void deallocate(ctx::stack_context& sc) { free_.push_back(static_cast<char*>(sc.sp) - size_ - page_); }
+
+ private:
+  std::size_t size_ = 0, page_ = 0;
+  std::vector<void*> free_;
+};
+
+// The fiber library takes its stack allocator by value: this one forwards to the pool.
+struct PoolAllocator {
+  StackPool* pool;
+  ctx::stack_context allocate() { return pool->allocate(); }
+  void deallocate(ctx::stack_context& sc) { pool->deallocate(sc); }
+};
+
+enum class State { not_started, ready, at_barrier, at_warp, done };
+
+struct Thread {
+  uint3 idx;
+  int linear = 0;
+  State state = State::not_started;
+  ctx::fiber fiber;          // the thread's own fiber while it is suspended
+  ctx::fiber sink;           // the scheduler, while the thread runs
+  std::uint64_t result = 0;  // of the last warp collective (the warp's slot is reused at once)
+};
+
+// One warp collective in progress: the lanes that arrived, their values, and when all have, the results.
+struct WarpOp {
+  bool active = false;
+  int kind = 0;  // 0 shuffle, 1 ballot, 2 syncwarp
+  Shuffle mode = Shuffle::idx;
+  unsigned mask = 0, arrived = 0;
+  int width = 32;
+  std::uint64_t values[32] = {};
+  int sources[32] = {};
+};
+
+struct Block {
+  std::vector<Thread> threads;
+  std::deque<int> ready;
+  int current = -1, exited = 0, at_barrier = 0;
+  std::vector<WarpOp> warps;
+  std::vector<unsigned char> shared;
+};
+
+struct Launch {
+  dim3 grid, block;
+  uint3 block_idx;
+  Block* b = nullptr;
+  const std::function<void()>* body = nullptr;
+};
+
+thread_local Launch* active = nullptr;
+bool reverse_start = [] {
+  const char* env = std::getenv("STEPFORMER_CUDASIM_REVERSE");
+  return env && env[0] == '1';
+}();
+
+Launch& launch_state(const char* what) {
+  if (!active || !active->b || active->b->current < 0) fail(fmt::format("{} called outside a kernel", what));
+  return *active;
+}
+
+Thread& me() {
+  Launch& l = launch_state("a CUDA built-in");
+  return l.b->threads[static_cast<std::size_t>(l.b->current)];
+}
+
+// Suspends the running CUDA thread and returns to the scheduler until it is made ready again.
+void yield() {
+  Thread& t = me();
+  t.sink = std::move(t.sink).resume();
+}
+
+int live(const Block& b) { return static_cast<int>(b.threads.size()) - b.exited; }
+
+void release_barrier(Block& b) {
+  for (Thread& t : b.threads)
+    if (t.state == State::at_barrier) t.state = State::ready, b.ready.push_back(t.linear);
+  b.at_barrier = 0;
+}
+
+std::string where(const Launch& l) {
+  return fmt::format("block ({}, {}, {})", l.block_idx.x, l.block_idx.y, l.block_idx.z);
+}
+
+void run_block(Launch& l) {
+  Block& b = *l.b;
+  StackPool& pool = *[] {
+    static thread_local StackPool p;
+    return &p;
+  }();
+  const int n = static_cast<int>(b.threads.size());
+  for (int k = 0; k < n; ++k) b.ready.push_back(reverse_start ? n - 1 - k : k);
+  while (!b.ready.empty()) {
+    const int id = b.ready.front();
+    b.ready.pop_front();
+    Thread& t = b.threads[static_cast<std::size_t>(id)];
+    if (t.state == State::not_started) {  // started lazily: a fiber only when the thread first runs
+      t.fiber = ctx::fiber(std::allocator_arg, PoolAllocator{&pool}, [&b, id, &l](ctx::fiber&& sink) {
+        Thread& self = b.threads[static_cast<std::size_t>(id)];
+        self.sink = std::move(sink);
+        (*l.body)();
+        self.state = State::done;
+        ++b.exited;
+        // Exited threads count as arrived at a barrier others wait at.
+        if (b.at_barrier > 0 && b.at_barrier == live(b)) release_barrier(b);
+        return std::move(self.sink);
+      });
+    }
+    t.state = State::ready;
+    b.current = id;
+    t.fiber = std::move(t.fiber).resume();
+    b.current = -1;
+  }
+  if (b.exited != n) {
+    int barrier = 0, warp = 0;
+    for (const Thread& t : b.threads) barrier += t.state == State::at_barrier, warp += t.state == State::at_warp;
+    fail(
+        fmt::format("deadlock in {}: {} threads wait at __syncthreads, {} at warp collectives, {} have exited; "
+                    "none can go on (a __syncthreads or a warp collective that not every thread reaches?)",
+                    where(l), barrier, warp, b.exited));
+  }
+}
+
+}  // namespace
+
+const uint3& thread_idx() { return me().idx; }
+const uint3& block_idx() { return launch_state("blockIdx").block_idx; }
+const dim3& block_dim() { return launch_state("blockDim").block; }
+const dim3& grid_dim() { return launch_state("gridDim").grid; }
+void* dynamic_shared() { return launch_state("dynamic shared memory").b->shared.data(); }
+void set_reverse_start(bool on) { reverse_start = on; }
+
+void run_grid(dim3 grid, dim3 block, std::size_t shared_bytes, const std::function<void()>& body) {
+  const std::uint64_t threads = std::uint64_t{block.x} * block.y * block.z;
+  if (threads == 0 || std::uint64_t{grid.x} * grid.y * grid.z == 0)
+    fail(fmt::format("empty launch: grid ({}, {}, {}), block ({}, {}, {})", grid.x, grid.y, grid.z, block.x, block.y,
+                     block.z));
+  if (threads > 1024 || block.z > 64)
+    fail(fmt::format("block size {} > 1024 (block ({}, {}, {})): a CUDA block has at most 1024 threads, z at most 64",
+                     threads, block.x, block.y, block.z));
+  if (active) fail("a kernel launched another kernel (dynamic parallelism is not emulated)");
+  // Boost's fiber switch restores MXCSR; when its sticky exception bits differ between fibers every switch
+  // stalls. Setting them all for the launch keeps them equal (measured: 6x faster switches).
+  const unsigned csr = _mm_getcsr();
+  _mm_setcsr(csr | 0x3f);
+  Launch l{grid, block, {}, nullptr, &body};
+  active = &l;
+  for (unsigned z = 0; z < grid.z; ++z)
+    for (unsigned y = 0; y < grid.y; ++y)
+      for (unsigned x = 0; x < grid.x; ++x) {
+        Block b;
+        b.threads.resize(threads);
+        for (unsigned i = 0; i < threads; ++i) {
+          b.threads[i].linear = static_cast<int>(i);
+          b.threads[i].idx = {i % block.x, i / block.x % block.y, i / (block.x * block.y)};
+        }
+        b.warps.resize((threads + 31) / 32);
+        b.shared.assign(shared_bytes, 0xFF);  // poison: a read before any write is NaN
+        l.block_idx = {x, y, z};
+        l.b = &b;
+        run_block(l);
+      }
+  active = nullptr;
+  _mm_setcsr(csr);
+}
+
+void syncthreads() {
+  Launch& l = launch_state("__syncthreads");
+  Block& b = *l.b;
+  ++b.at_barrier;
+  if (b.at_barrier == live(b)) {  // the last to arrive releases the others and goes on
+    release_barrier(b);
+    return;
+  }
+  me().state = State::at_barrier;
+  yield();
+}
+
+namespace {
+
+// Arrives at the warp's collective; returns this lane's result once every lane of the mask has arrived.
+std::uint64_t collective(int kind, unsigned mask, std::uint64_t value, Shuffle mode, int arg, int width,
+                         const char* name) {
+  Launch& l = launch_state(name);
+  Block& b = *l.b;
+  Thread& t = me();
+  const int warp = t.linear / 32, lane = t.linear % 32;
+  const int lanes_here = std::min(32, static_cast<int>(b.threads.size()) - warp * 32);
+  const unsigned present = lanes_here == 32 ? 0xffffffffu : (1u << lanes_here) - 1;
+  if (!(mask >> lane & 1u))
+    fail(fmt::format("{}: lane {} of warp {} in {} is not in its own mask {:#010x}", name, lane, warp, where(l), mask));
+  if (width < 1 || width > 32 || (width & (width - 1)))
+    fail(fmt::format("{}: width {} is not a power of 2 in [1, 32]", name, width));
+  WarpOp& op = b.warps[static_cast<std::size_t>(warp)];
+  if (!op.active) {
+    op = WarpOp{};
+    op.active = true, op.kind = kind, op.mode = mode, op.mask = mask, op.width = width;
+  } else if (op.kind != kind || op.mask != mask || op.mode != mode || op.width != width) {
+    fail(
+        fmt::format("{}: lanes of warp {} in {} disagree: lane {} passes mask {:#010x}, others {:#010x} (or another "
+                    "collective)",
+                    name, warp, where(l), lane, mask, op.mask));
+  }
+  for (int k = 0; k < 32; ++k)  // a lane of the mask that has returned can never arrive
+    if ((mask & present) >> k & 1u && b.threads[static_cast<std::size_t>(warp * 32 + k)].state == State::done)
+      fail(fmt::format("{}: lane {} of warp {} in {} is in the mask but has exited", name, k, warp, where(l)));
+  op.values[lane] = value;
+  const int segment = lane / width * width;
+  int src = lane;
+  switch (mode) {  // PTX shfl.sync: a source outside the lane's segment (up/down/bfly) gives its own value
+    case Shuffle::idx: src = segment + ((arg % width) + width) % width; break;
+    case Shuffle::up: src = lane - segment >= arg ? lane - arg : lane; break;
+    case Shuffle::down: src = lane - segment + arg < width ? lane + arg : lane; break;
+    case Shuffle::bfly: src = (lane ^ arg) < segment + width ? lane ^ arg : lane; break;
+  }
+  op.sources[lane] = src;
+  op.arrived |= 1u << lane;
+  if (op.arrived != (mask & present)) {
+    t.state = State::at_warp;
+    yield();
+    return t.result;
+  }
+  // The last lane computes everyone's result and wakes the others.
+  unsigned votes = 0;
+  for (int k = 0; k < 32; ++k)
+    if (op.arrived >> k & 1u) votes |= (op.values[k] != 0) << k;
+  for (int k = 0; k < 32; ++k) {
+    if (!(op.arrived >> k & 1u)) continue;
+    const int s = op.sources[k];
+    const bool readable = s >= 0 && s < 32 && (op.arrived >> s & 1u);
+    Thread& other = b.threads[static_cast<std::size_t>(warp * 32 + k)];
+    other.result = kind == 1 ? votes : readable ? op.values[s] : ~std::uint64_t{0};  // absent lane: poison
+    if (k != lane) {
+      other.state = State::ready;
+      b.ready.push_back(other.linear);
+    }
+  }
+  op.active = false;
+  return t.result;
+}
+
+}  // namespace
+
+std::uint64_t shuffle(unsigned mask, std::uint64_t value, Shuffle mode, int arg, int width) {
+  return collective(0, mask, value, mode, arg, width, "__shfl_sync");
+}
+unsigned ballot(unsigned mask, bool predicate) {
+  return static_cast<unsigned>(collective(1, mask, predicate, Shuffle::idx, 0, 32, "__ballot_sync"));
+}
+void syncwarp(unsigned mask) { collective(2, mask, 0, Shuffle::idx, 0, 32, "__syncwarp"); }
+
+}  // namespace cudasim

@@ -1,0 +1,228 @@
+// cuda-sim's own tests: coordinates, barriers and shared memory, warp collectives with PTX's lane rules,
+// atomics, start order, and the failures it must stop with (run in a child process: they abort).
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <catch2/catch_test_macros.hpp>
+#include <cmath>
+#include <csignal>
+#include <numeric>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "cudasim/cudasim.h"
+
+using cudasim::dim3;
+using cudasim::launch;
+
+namespace {
+
+// Runs f in a forked child; returns whether it died of a signal (abort) and what it wrote to stderr.
+struct ChildResult {
+  bool aborted = false;
+  std::string stderr_text;
+};
+template <class F>
+ChildResult run_in_child(F f) {
+  int fds[2];
+  REQUIRE(pipe(fds) == 0);
+  const pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    for (const int sig : {SIGABRT, SIGSEGV}) signal(sig, SIG_DFL);  // not Catch2's handlers: just die
+    dup2(fds[1], STDERR_FILENO);
+    close(fds[0]);
+    f();
+    _exit(0);
+  }
+  close(fds[1]);
+  ChildResult r;
+  char buf[512];
+  for (ssize_t n; (n = read(fds[0], buf, sizeof buf)) > 0;) r.stderr_text.append(buf, static_cast<std::size_t>(n));
+  close(fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  r.aborted = WIFSIGNALED(status);
+  return r;
+}
+
+// Both start orders: a kernel test passes only if it passes with threads started first-to-last and
+// last-to-first.
+template <class F>
+void in_both_orders(F f) {
+  for (const bool reverse : {false, true}) {
+    INFO("reverse start order: " << reverse);
+    cudasim::set_reverse_start(reverse);
+    f();
+  }
+  cudasim::set_reverse_start(false);
+}
+
+__global__ void write_coordinates(int* out) {
+  const unsigned block = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+  const unsigned thread = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+  out[block * (blockDim.x * blockDim.y * blockDim.z) + thread] = static_cast<int>(block * 1000 + thread);
+}
+
+// Reverses 256 values through shared memory: correct only with the barrier between write and read.
+__global__ void reverse_through_shared(const float* in, float* out, bool with_barrier) {
+  __shared__ float tile[256];
+  const unsigned t = threadIdx.x;
+  tile[t] = in[blockIdx.x * 256 + t];
+  if (with_barrier) __syncthreads();
+  out[blockIdx.x * 256 + t] = tile[255 - t];
+}
+
+// Sum of a block's values: each warp reduces with __shfl_down_sync, lane 0 of each warp adds into out.
+__global__ void warp_sum(const float* in, float* out) {
+  float v = in[threadIdx.x];
+  for (int offset = 16; offset > 0; offset /= 2) v += __shfl_down_sync(0xffffffffu, v, offset);
+  if (threadIdx.x % 32 == 0) atomicAdd(out, v);
+}
+
+}  // namespace
+
+TEST_CASE("cuda-sim: every thread of the grid runs once with its coordinates", "[cudasim]") {
+  in_both_orders([] {
+    const dim3 grid(3, 2, 2), block(4, 2, 2);
+    std::vector<int> out(12 * 16, -1);
+    launch(write_coordinates, grid, block, 0, out.data());
+    std::set<int> seen(out.begin(), out.end());
+    CHECK(seen.size() == out.size());
+    CHECK(out[0] == 0);
+    CHECK(out[16 * 5 + 7] == 5 * 1000 + 7);
+    CHECK(out.back() == 11 * 1000 + 15);
+  });
+}
+
+TEST_CASE("cuda-sim: __syncthreads orders shared memory; without it one start order fails", "[cudasim]") {
+  std::vector<float> in(512);
+  std::iota(in.begin(), in.end(), 0.f);
+  in_both_orders([&] {
+    std::vector<float> out(512);
+    launch(reverse_through_shared, dim3(2), dim3(256), 0, in.data(), out.data(), true);
+    for (int i = 0; i < 512; ++i)
+      CHECK(out[static_cast<std::size_t>(i)] == in[static_cast<std::size_t>(i / 256 * 256 + 255 - i % 256)]);
+  });
+  // Without the barrier, threads started first read slots not yet written (stale from the last launch or
+  // zero) in at least one of the two orders: the reverse-order run exists to catch exactly this.
+  int wrong = 0;
+  for (const bool reverse : {false, true}) {
+    cudasim::set_reverse_start(reverse);
+    std::vector<float> fresh(512);
+    std::iota(fresh.begin(), fresh.end(), 1000.f);
+    std::vector<float> out(512);
+    launch(reverse_through_shared, dim3(2), dim3(256), 0, fresh.data(), out.data(), false);
+    for (int i = 0; i < 512; ++i)
+      wrong += out[static_cast<std::size_t>(i)] != fresh[static_cast<std::size_t>(i / 256 * 256 + 255 - i % 256)];
+  }
+  cudasim::set_reverse_start(false);
+  CHECK(wrong > 0);
+}
+
+TEST_CASE("cuda-sim: warp shuffles follow the PTX lane rules", "[cudasim]") {
+  in_both_orders([] {
+    std::vector<float> in(64);
+    std::iota(in.begin(), in.end(), 0.f);
+    float total = 0;
+    launch(warp_sum, dim3(1), dim3(64), 0, in.data(), &total);
+    CHECK(total == 63.f * 64.f / 2);
+
+    std::vector<int> got(32 * 5);
+    launch(
+        [](int* out) {
+          const int lane = static_cast<int>(threadIdx.x);
+          out[lane] = __shfl_sync(0xffffffffu, lane * 10, 3);          // broadcast lane 3
+          out[32 + lane] = __shfl_up_sync(0xffffffffu, lane, 2);       // lanes 0, 1 keep their own
+          out[64 + lane] = __shfl_down_sync(0xffffffffu, lane, 4, 8);  // within segments of 8
+          out[96 + lane] = __shfl_xor_sync(0xffffffffu, lane, 1);      // butterfly: swap neighbours
+          out[128 + lane] = static_cast<int>(__ballot_sync(0xffffffffu, lane % 2));
+        },
+        dim3(1), dim3(32), 0, got.data());
+    for (int lane = 0; lane < 32; ++lane) {
+      CHECK(got[lane] == 30);
+      CHECK(got[32 + lane] == (lane < 2 ? lane : lane - 2));
+      CHECK(got[64 + lane] == (lane % 8 < 4 ? lane + 4 : lane));
+      CHECK(got[96 + lane] == (lane ^ 1));
+      CHECK(static_cast<unsigned>(got[128 + lane]) == 0xAAAAAAAAu);
+    }
+  });
+}
+
+TEST_CASE("cuda-sim: a shuffle reading an absent lane of a partial warp gets poison (NaN)", "[cudasim]") {
+  std::vector<float> got(40);
+  launch(
+      [](float* out) {
+        const float v = static_cast<float>(threadIdx.x);
+        out[threadIdx.x] = __shfl_down_sync(0xffffffffu, v, 4);  // the last warp has lanes 0-7 only
+      },
+      dim3(1), dim3(40), 0, got.data());
+  CHECK(got[0] == 4.f);
+  CHECK(got[35] == 39.f);
+  CHECK(std::isnan(got[36]));  // lane 4 of the last warp reads lane 8, which does not exist
+}
+
+TEST_CASE("cuda-sim: dynamic shared memory is poisoned at every block start", "[cudasim]") {
+  std::vector<float> got(4);
+  launch(
+      [](float* out) {
+        CUDASIM_DYNAMIC_SHARED(float, scratch);
+        if (threadIdx.x == 0) out[blockIdx.x * 2] = scratch[5];  // never written: NaN
+        scratch[5] = 1.f;
+        __syncthreads();
+        if (threadIdx.x == 0) out[blockIdx.x * 2 + 1] = scratch[5];
+      },
+      dim3(2), dim3(8), 16 * sizeof(float), got.data());
+  CHECK(std::isnan(got[0]));
+  CHECK(got[1] == 1.f);
+  CHECK(std::isnan(got[2]));  // the second block starts poisoned again
+}
+
+TEST_CASE("cuda-sim: atomics from many blocks and threads", "[cudasim]") {
+  std::vector<int> histogram(8, 0);
+  launch([](int* h) { atomicAdd(&h[(blockIdx.x * blockDim.x + threadIdx.x) % 8], 1); }, dim3(5), dim3(96), 0,
+         histogram.data());
+  for (int c : histogram) CHECK(c == 5 * 96 / 8);
+}
+
+TEST_CASE("cuda-sim: exited threads count as arrived at a barrier", "[cudasim]") {
+  int reached = 0;
+  launch(
+      [](int* r) {
+        if (threadIdx.x >= 16) return;  // half the block leaves before the barrier
+        __syncthreads();
+        atomicAdd(r, 1);
+      },
+      dim3(1), dim3(32), 0, &reached);
+  CHECK(reached == 16);
+}
+
+TEST_CASE("cuda-sim stops with a clear message on deadlock, bad masks and oversized blocks", "[cudasim]") {
+  const auto deadlock = run_in_child([] {
+    launch(
+        [] {
+          // Threads 32-47 (lanes 0-15 of warp 1) wait at the block barrier for threads 48-63, which wait at
+          // a full-warp __syncwarp for lanes 0-15: neither can go on.
+          if (threadIdx.x < 48)
+            __syncthreads();
+          else
+            __syncwarp();
+        },
+        dim3(1), dim3(64), 0);
+  });
+  CHECK(deadlock.aborted);
+  CHECK(deadlock.stderr_text.find("cuda-sim: deadlock in block (0, 0, 0)") != std::string::npos);
+
+  const auto not_in_mask = run_in_child([] {
+    int sink = 0;
+    launch([](int* s) { *s += __shfl_sync(0x0000ffffu, 1, 0); }, dim3(1), dim3(32), 0, &sink);
+  });
+  CHECK(not_in_mask.aborted);
+  CHECK(not_in_mask.stderr_text.find("lane 16 of warp 0") != std::string::npos);
+  CHECK(not_in_mask.stderr_text.find("is not in its own mask 0x0000ffff") != std::string::npos);
+
+  const auto too_big = run_in_child([] { launch([] {}, dim3(1), dim3(64, 32), 0); });
+  CHECK(too_big.aborted);
+  CHECK(too_big.stderr_text.find("block size 2048 > 1024") != std::string::npos);
+}
