@@ -106,6 +106,37 @@ void print_samples(Transformer& model, const std::vector<Pair>& pairs, const Voc
                out[i] == pairs[i].tgt ? "ok" : "expected: " + join(pairs[i].tgt));
 }
 
+// Trains until `steps` are done, one batch from next_batch() per step: a progress line every 100 steps,
+// the validation loss every `valid_every`. Returns this run's losses.
+template <class NextBatch>
+std::vector<double> train_steps(Trainer& trainer, Transformer& model, std::int64_t steps,
+                                const std::vector<Batch>& valid, std::int64_t valid_every, NextBatch next_batch) {
+  std::vector<double> losses;
+  const auto start = Clock::now();
+  std::int64_t tokens = 0;
+  while (trainer.steps_done() < steps) {
+    const Batch b = next_batch();
+    losses.push_back(trainer.step(b));
+    tokens += b.target_tokens;
+    const std::int64_t s = trainer.steps_done();
+    const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+    if (s % 100 == 0 || s == steps) {
+      const std::string extra =
+          s % valid_every == 0 || s == steps ? fmt::format("  valid loss {:.3f}", evaluate_loss(model, valid)) : "";
+      progress(s, steps, losses.back(), static_cast<double>(tokens) / elapsed, elapsed, extra);
+    }
+  }
+  fmt::print("\ntrained {} steps in {}\n", losses.size(),
+             duration(std::chrono::duration<double>(Clock::now() - start).count()));
+  return losses;
+}
+
+void save_if_asked(const Options& o, const Trainer& trainer, sf::Generator& gen, sf::Generator& data_gen) {
+  if (o.save.empty()) return;
+  trainer.save(o.save, {{"model", &gen}, {"data", &data_gen}});
+  fmt::print("wrote {}\n", o.save.string());
+}
+
 // --- toy ----------------------------------------------------------------------------------------------
 int run_toy(Options o) {
   if (o.dropout < 0) o.dropout = 0.1;
@@ -168,27 +199,10 @@ int run_numerals(Options o) {
              model.parameter_count(), o.batch, steps);
   fmt::print("   held out: {} test numbers never used in training (e.g. {} = {})\n", test.size(), join(test[0].src, ""),
              join(test[0].tgt));
-  std::vector<double> losses;
-  const auto start = Clock::now();
-  std::int64_t tokens = 0;
-  while (trainer.steps_done() < steps) {
-    const Batch b = make_batch(task.train_batch(o.batch, data_gen), vocab.src, vocab.tgt);
-    losses.push_back(trainer.step(b));
-    tokens += b.target_tokens;
-    const std::int64_t s = trainer.steps_done();
-    const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
-    if (s % 100 == 0 || s == steps) {
-      const std::string extra =
-          s % 500 == 0 || s == steps ? fmt::format("  valid loss {:.3f}", evaluate_loss(model, valid)) : "";
-      progress(s, steps, losses.back(), static_cast<double>(tokens) / elapsed, elapsed, extra);
-    }
-  }
-  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  fmt::print("\ntrained {} steps in {}\n", losses.size(), duration(seconds));
-  if (!o.save.empty()) {
-    trainer.save(o.save, {{"model", &gen}, {"data", &data_gen}});
-    fmt::print("wrote {}\n", o.save.string());
-  }
+  const auto losses = train_steps(trainer, model, steps, valid, 500, [&] {
+    return make_batch(task.train_batch(o.batch, data_gen), vocab.src, vocab.tgt);
+  });
+  save_if_asked(o, trainer, gen, data_gen);
   print_samples(model, {test.begin(), test.begin() + 8}, vocab.src, vocab.tgt);
   const double exact = exact_match(model, test, vocab.src, vocab.tgt);
   fmt::print("numerals exact match on {} held-out numbers: {:.1f}%\n", test.size(), 100 * exact);
@@ -235,30 +249,12 @@ int run_freedict(Options o) {
   fmt::print("   {} parameters; batch {}; {} steps\n", model.parameter_count(), o.batch, steps);
   const auto batches = make_batches(train, data.src, data.tgt, o.batch);  // by length: little padding
   const auto valid_batches = make_batches(valid, data.src, data.tgt, 100);
-  std::vector<double> losses;
-  const auto start = Clock::now();
-  std::int64_t tokens = 0;
-  while (trainer.steps_done() < steps) {
-    // A random batch each step; the data generator's offset is in the checkpoint, so a resume continues.
+  // A random batch each step; the data generator's offset is in the checkpoint, so a resume continues.
+  const auto losses = train_steps(trainer, model, steps, valid_batches, 1000, [&] {
     const double u = sf::rand({1}, data_gen, {sf::DType::float64}).to_vector<double>()[0];
-    const Batch& b =
-        batches[std::min(batches.size() - 1, static_cast<std::size_t>(u * static_cast<double>(batches.size())))];
-    losses.push_back(trainer.step(b));
-    tokens += b.target_tokens;
-    const std::int64_t s = trainer.steps_done();
-    const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
-    if (s % 100 == 0 || s == steps) {
-      const std::string extra =
-          s % 1000 == 0 || s == steps ? fmt::format("  valid loss {:.3f}", evaluate_loss(model, valid_batches)) : "";
-      progress(s, steps, losses.back(), static_cast<double>(tokens) / elapsed, elapsed, extra);
-    }
-  }
-  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  fmt::print("\ntrained {} steps in {}\n", losses.size(), duration(seconds));
-  if (!o.save.empty()) {
-    trainer.save(o.save, {{"model", &gen}, {"data", &data_gen}});
-    fmt::print("wrote {}\n", o.save.string());
-  }
+    return batches[std::min(batches.size() - 1, static_cast<std::size_t>(u * static_cast<double>(batches.size())))];
+  });
+  save_if_asked(o, trainer, gen, data_gen);
   print_samples(model, {test.begin(), test.begin() + std::min<std::ptrdiff_t>(8, std::ssize(test))}, data.src, data.tgt,
                 " ");
   std::vector<std::vector<std::string>> references;
