@@ -1,6 +1,8 @@
 // The vectorised float32 row kernels (softmax, log_softmax, layer_norm, cross-entropy; values and
 // gradients) against the same ops in float64, whose kernels use libm and plain loops: odd row lengths,
-// non-contiguous inputs. Tolerance: float32 rounding of the result, 2e-6 relative + 1e-6 absolute
+// non-contiguous inputs. This holds what differs between the two precisions (the float exp, float
+// accumulation, the multi-versioned code); the formulas both share are held by the float64 gradient
+// checks and the PyTorch fixtures. Tolerance: float32 rounding of the result, 2e-6 relative + 1e-6 absolute
 // (layer_norm's gradients 1e-5: they subtract nearly equal means).
 #include "../helpers.h"
 
@@ -42,7 +44,7 @@ TEST_CASE("float32 softmax, log_softmax, layer_norm, cross_entropy agree with fl
   for (const std::int64_t cols : {1, 7, 33, 65, 257})
     for (const bool transposed : {false, true}) {
       INFO("cols=" << cols << " transposed=" << transposed);
-      const Tensor w = f64_input({cols}, 4), b = f64_input({cols}, 5);
+      const Tensor w = f64_input({cols}, 4).detach(), b = f64_input({cols}, 5).detach();
       std::vector<std::int64_t> t;
       for (std::int64_t r = 0; r < rows; ++r) t.push_back((r * 5 + 3) % cols);
       const Tensor targets = from_vector(t, {rows}, {DType::int64});
@@ -53,5 +55,15 @@ TEST_CASE("float32 softmax, log_softmax, layer_norm, cross_entropy agree with fl
                             cols, transposed, 3, 1e-5, 1e-5, 1e-5);
       check_against_float64([&](const Tensor& x) { return cross_entropy(x, targets, -100, 0.1); }, rows, cols,
                             transposed, 6, 1e-6, 1e-6, 2e-6);
+      // layer_norm's weight and bias gradients (summed over rows in fixed blocks by the float32 kernel).
+      Tensor w32 = w.to(DType::float32), b32 = b.to(DType::float32), w64 = w.to(DType::float64),
+             b64 = b.to(DType::float64);
+      for (Tensor* p : {&w32, &b32, &w64, &b64}) p->set_requires_grad();
+      auto [x32, x64] = inputs(rows, cols, transposed, 8);
+      const Tensor g = f64_input({rows, cols}, 9);
+      sum(layer_norm(view_of(x32, transposed), w32, b32) * g.to(DType::float32)).backward();
+      sum(layer_norm(view_of(x64, transposed), w64, b64) * g).backward();
+      CHECK(close(w32.grad(), w64.grad(), 1e-5, 1e-5));
+      CHECK(close(b32.grad(), b64.grad(), 1e-5, 1e-5));
     }
 }

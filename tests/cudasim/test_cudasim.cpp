@@ -129,12 +129,13 @@ TEST_CASE("cuda-sim: warp shuffles follow the PTX lane rules", "[cudasim]") {
     launch(warp_sum, dim3(1), dim3(64), 0, in.data(), &total);
     CHECK(total == 63.f * 64.f / 2);
 
-    std::vector<int> got(32 * 5);
+    std::vector<int> got(32 * 6);
     launch(
         [](int* out) {
           const int lane = static_cast<int>(threadIdx.x);
           out[lane] = __shfl_sync(0xffffffffu, lane * 10, 3);          // broadcast lane 3
           out[32 + lane] = __shfl_up_sync(0xffffffffu, lane, 2);       // lanes 0, 1 keep their own
+          out[160 + lane] = __shfl_up_sync(0xffffffffu, lane, 3, 8);   // within segments of 8
           out[64 + lane] = __shfl_down_sync(0xffffffffu, lane, 4, 8);  // within segments of 8
           out[96 + lane] = __shfl_xor_sync(0xffffffffu, lane, 1);      // butterfly: swap neighbours
           out[128 + lane] = static_cast<int>(__ballot_sync(0xffffffffu, lane % 2));
@@ -144,6 +145,7 @@ TEST_CASE("cuda-sim: warp shuffles follow the PTX lane rules", "[cudasim]") {
       CHECK(got[lane] == 30);
       CHECK(got[32 + lane] == (lane < 2 ? lane : lane - 2));
       CHECK(got[64 + lane] == (lane % 8 < 4 ? lane + 4 : lane));
+      CHECK(got[160 + lane] == (lane % 8 >= 3 ? lane - 3 : lane));
       CHECK(got[96 + lane] == (lane ^ 1));
       CHECK(static_cast<unsigned>(got[128 + lane]) == 0xAAAAAAAAu);
     }
