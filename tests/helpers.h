@@ -15,11 +15,11 @@ namespace stepformer::test {
 // A float64 leaf with values drawn from U[low, high) (seeded: the same on every run).
 inline Tensor f64_input(const Shape& shape, std::uint64_t seed, double low = -1.0, double high = 1.0) {
   Generator gen(seed);
-  return uniform(shape, low, high, gen, {DType::float64, kCPU, true});
+  return uniform(shape, low, high, gen, {DType::float64, default_device(), true});
 }
 
 inline Tensor f64(const std::vector<double>& v, const Shape& shape) {
-  return from_vector(v, shape, {DType::float64, kCPU, false});
+  return from_vector(v, shape, {DType::float64, default_device(), false});
 }
 
 // The largest |a - b| over all elements; prints both when shapes differ.

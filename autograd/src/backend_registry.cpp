@@ -1,6 +1,8 @@
 #include <fmt/format.h>
 
 #include <array>
+#include <atomic>
+#include <string>
 
 #include "autograd/backend.h"
 #include "autograd/errors.h"
@@ -12,14 +14,45 @@ std::array<Backend*, 3>& registry() {
   static std::array<Backend*, 3> backends{};
   return backends;
 }
+
+std::atomic<Device>& default_device_slot() {
+  static std::atomic<Device> device{kCPU};
+  return device;
+}
 }  // namespace
 
-Backend& cpu_backend();  // backends/cpu: always built
+Device default_device() { return default_device_slot().load(); }
+void set_default_device(Device device) { default_device_slot().store(device); }
+
+Device parse_device(std::string_view name) {
+  std::string_view type = name;
+  int index = 0;
+  if (const auto colon = name.find(':'); colon != std::string_view::npos) {
+    type = name.substr(0, colon);
+    const std::string_view digits = name.substr(colon + 1);
+    if (digits.empty() || digits.size() > 3 || digits.find_first_not_of("0123456789") != std::string_view::npos)
+      throw DeviceError(fmt::format("device '{}': expected a number after ':'", name));
+    index = std::stoi(std::string(digits));
+  }
+  for (DeviceType t : {DeviceType::cpu, DeviceType::cuda, DeviceType::cuda_sim})
+    if (type == device_type_name(t)) return Device{t, index};
+  throw DeviceError(fmt::format("unknown device '{}' (expected cpu, cuda or cuda-sim)", name));
+}
+
+Backend& cpu_backend();       // backends/cpu: always built
+Backend& cuda_sim_backend();  // backends/cuda compiled against cudasim: always built
+#if defined(STEPFORMER_WITH_CUDA)
+Backend& cuda_backend();  // backends/cuda compiled by nvcc; throws DeviceError when no GPU is present
+#endif
 
 void register_backend(Device device, Backend* backend) { registry()[static_cast<std::size_t>(device.type)] = backend; }
 
 Backend& backend_for(Device device) {
   if (device.type == DeviceType::cpu) return cpu_backend();
+  if (device.type == DeviceType::cuda_sim && device.index == 0) return cuda_sim_backend();
+#if defined(STEPFORMER_WITH_CUDA)
+  if (device.type == DeviceType::cuda && device.index == 0) return cuda_backend();
+#endif
   Backend* b = registry()[static_cast<std::size_t>(device.type)];
   if (b == nullptr || device.index != 0)
     throw DeviceError(fmt::format("device {} is not built into this stepformer", device_name(device)));

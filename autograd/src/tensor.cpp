@@ -232,19 +232,6 @@ template std::vector<float> Tensor::to_vector<float>() const;
 template std::vector<double> Tensor::to_vector<double>() const;
 template std::vector<std::int64_t> Tensor::to_vector<std::int64_t>() const;
 
-Tensor Tensor::to(Device target) const {
-  if (device() == target) return *this;
-  // Through host memory: simple, and the only path between two different backends.
-  // Not differentiable yet (deviation from PyTorch): the CUDA issue adds its backward.
-  const Tensor c = contiguous(*this);
-  const std::size_t bytes = static_cast<std::size_t>(c.numel()) * element_size(dtype());
-  std::vector<unsigned char> host(bytes);
-  if (bytes) c.backend().copy_to_host(host.data(), c.desc().data, bytes);
-  Tensor out = empty(shape(), {dtype(), target, false});
-  if (bytes) out.backend().copy_from_host(out.desc().data, host.data(), bytes);
-  return out;
-}
-
 // --- factories --------------------------------------------------------------------------------------
 
 Tensor empty(const Shape& shape, Options o) {

@@ -40,10 +40,13 @@ TEST_CASE("dtype mismatch names the op and both dtypes", "[ch00][errors]") {
 }
 
 TEST_CASE("device mismatch and unbuilt devices are DeviceErrors", "[ch00][errors]") {
-  // Only the CPU is built by this issue; cuda and cuda-sim register themselves when they exist.
-  REQUIRE_THROWS_WITH_ALL(ones({2}, {DType::float32, Device{DeviceType::cuda_sim, 0}}), DeviceError, "cuda-sim",
+  const Device sim{DeviceType::cuda_sim, 0};
+  REQUIRE_THROWS_WITH_ALL(ones({2}, {DType::float32, kCPU}) * ones({2}, {DType::float32, sim}), DeviceError, "mul",
+                          "different devices", "cpu", "cuda-sim:0");
+  REQUIRE_THROWS_WITH_ALL(ones({2}, {DType::float32, Device{DeviceType::cuda_sim, 1}}), DeviceError, "cuda-sim:1",
                           "not built");
-  REQUIRE_THROWS_WITH_ALL(ones({2}).to(Device{DeviceType::cuda, 0}), DeviceError, "cuda:0");
+  // cuda: not built without nvcc; built but without a GPU here. Either way a DeviceError naming it.
+  REQUIRE_THROWS_WITH_ALL(ones({2}, {DType::float32, kCPU}).to(Device{DeviceType::cuda, 0}), DeviceError, "cuda");
 }
 
 TEST_CASE("an embedding id out of range names the id, its position and the vocabulary size", "[ch00][errors]") {

@@ -107,8 +107,7 @@ TEST_CASE("GEMM results do not depend on the thread count", "[gemm]") {
   CHECK(one == two);
 }
 
-TEMPLATE_TEST_CASE("GEMM: small products take the direct path and agree with the reference", "[gemm]", float,
-                   double) {
+TEMPLATE_TEST_CASE("GEMM: small products take the direct path and agree with the reference", "[gemm]", float, double) {
   using T = TestType;
   const double eps = std::is_same_v<T, float> ? 1.2e-7 : 2.3e-16;
   for (const std::int64_t M : {1, 7, 16, 33})

@@ -28,9 +28,13 @@ Tensor bool_pattern(const Shape& shape) {  // a fixed mask: true where the flat 
 
 Tensor ids(const std::vector<std::int64_t>& v, const Shape& shape) { return from_vector(v, shape, {DType::int64}); }
 
+// Another device than the one the suite runs on (the CPU, or cuda-sim when the suite runs on the CPU).
+Device other_device() { return default_device() == kCPU ? Device{DeviceType::cuda_sim, 0} : kCPU; }
+
 std::vector<Case> cases() {
   auto T = [](const Tensor& t) { return transpose(t, 0, 1); };
   return {
+      {"to_device", "there and back", {{2, 3}}, [](auto& x) { return exp(x[0].to(other_device())).to(x[0].device()); }},
       {"add", "same shape", {{3, 4}, {3, 4}}, [](auto& x) { return x[0] + x[1]; }},
       {"add", "broadcast [3,1]+[1,4]", {{3, 1}, {1, 4}}, [](auto& x) { return x[0] + x[1]; }},
       {"add", "broadcast [2,3,4]+[4]", {{2, 3, 4}, {4}}, [](auto& x) { return x[0] + x[1]; }},

@@ -148,5 +148,13 @@ TEST_CASE("to(device) keeps every handle to a parameter valid", "[nn][module]") 
   Tensor handle = lin.weight;
   lin.to(kCPU);
   CHECK(handle.is_same(lin.weight));
-  REQUIRE_THROWS_AS(lin.to(Device{DeviceType::cuda_sim, 0}), DeviceError);  // not built yet
+  const Tensor x = ones({4, 3}, {DType::float32, kCPU});
+  const Tensor y_cpu = lin(x);
+  const Device sim{DeviceType::cuda_sim, 0};
+  lin.to(sim);
+  CHECK(handle.is_same(lin.weight));
+  CHECK(handle.device() == sim);
+  CHECK(lin.bias.device() == sim);
+  CHECK(test::close(lin(x.to(sim)).cpu(), y_cpu));
+  REQUIRE_THROWS_AS(lin(x), DeviceError);  // the input stayed on the CPU
 }

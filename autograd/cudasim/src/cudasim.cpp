@@ -160,6 +160,10 @@ void run_block(Launch& l) {
         (*l.body)();
         self.state = State::done;
         ++b.exited;
+        const WarpOp& op = b.warps[static_cast<std::size_t>(id / 32)];
+        if (op.active && (op.mask >> (id % 32) & 1u) && !(op.arrived >> (id % 32) & 1u))
+          fail(fmt::format("warp collective: lane {} of warp {} in {} is in the mask but has exited", id % 32, id / 32,
+                           where(l)));
         // Exited threads count as arrived at a barrier others wait at.
         if (b.at_barrier > 0 && b.at_barrier == live(b)) release_barrier(b);
         return std::move(self.sink);
@@ -204,16 +208,19 @@ void run_grid(dim3 grid, dim3 block, std::size_t shared_bytes, const std::functi
   _mm_setcsr(csr | 0x3f);
   Launch l{grid, block, {}, nullptr, &body};
   active = &l;
+  Block b;  // one for the whole launch, reset for each block
+  b.threads.resize(threads);
+  for (unsigned i = 0; i < threads; ++i) {
+    b.threads[i].linear = static_cast<int>(i);
+    b.threads[i].idx = {i % block.x, i / block.x % block.y, i / (block.x * block.y)};
+  }
+  b.warps.resize((threads + 31) / 32);
   for (unsigned z = 0; z < grid.z; ++z)
     for (unsigned y = 0; y < grid.y; ++y)
       for (unsigned x = 0; x < grid.x; ++x) {
-        Block b;
-        b.threads.resize(threads);
-        for (unsigned i = 0; i < threads; ++i) {
-          b.threads[i].linear = static_cast<int>(i);
-          b.threads[i].idx = {i % block.x, i / block.x % block.y, i / (block.x * block.y)};
-        }
-        b.warps.resize((threads + 31) / 32);
+        for (Thread& t : b.threads) t.state = State::not_started;
+        for (WarpOp& w : b.warps) w.active = false;
+        b.exited = b.at_barrier = 0;
         b.shared.assign(shared_bytes, 0xFF);  // poison: a read before any write is NaN
         l.block_idx = {x, y, z};
         l.b = &b;
@@ -252,17 +259,16 @@ std::uint64_t collective(int kind, unsigned mask, std::uint64_t value, Shuffle m
     fail(fmt::format("{}: width {} is not a power of 2 in [1, 32]", name, width));
   WarpOp& op = b.warps[static_cast<std::size_t>(warp)];
   if (!op.active) {
-    op = WarpOp{};
-    op.active = true, op.kind = kind, op.mode = mode, op.mask = mask, op.width = width;
+    op.active = true, op.kind = kind, op.mode = mode, op.mask = mask, op.width = width, op.arrived = 0;
+    for (int k = 0; k < 32; ++k)  // a lane of the mask that has returned can never arrive
+      if ((mask & present) >> k & 1u && b.threads[static_cast<std::size_t>(warp * 32 + k)].state == State::done)
+        fail(fmt::format("{}: lane {} of warp {} in {} is in the mask but has exited", name, k, warp, where(l)));
   } else if (op.kind != kind || op.mask != mask || op.mode != mode || op.width != width) {
     fail(
         fmt::format("{}: lanes of warp {} in {} disagree: lane {} passes mask {:#010x}, others {:#010x} (or another "
                     "collective)",
                     name, warp, where(l), lane, mask, op.mask));
   }
-  for (int k = 0; k < 32; ++k)  // a lane of the mask that has returned can never arrive
-    if ((mask & present) >> k & 1u && b.threads[static_cast<std::size_t>(warp * 32 + k)].state == State::done)
-      fail(fmt::format("{}: lane {} of warp {} in {} is in the mask but has exited", name, k, warp, where(l)));
   op.values[lane] = value;
   const int segment = lane / width * width;
   int src = lane;

@@ -33,4 +33,12 @@ inline std::string device_name(Device d) {
   return name;
 }
 
+// "cpu", "cuda", "cuda-sim" (optionally ":0"); DeviceError for anything else. The device need not be built.
+Device parse_device(std::string_view name);
+
+// The device factories use when their Options name none (PyTorch: torch.set_default_device). Starts as
+// the CPU. Tests run the op suite on another device by setting it; a demo's --device sets it.
+Device default_device();
+void set_default_device(Device device);
+
 }  // namespace stepformer

@@ -20,6 +20,7 @@
   X(gelu, "elementwise", "ga = g * (Phi(a) + a phi(a))   (exact, erf form)")                    \
   X(where, "elementwise", "ga = sum_to(cond ? g : 0, a); gb = sum_to(cond ? 0 : g, b)")         \
   X(to_dtype, "elementwise", "ga = g converted back to a's dtype")                              \
+  X(to_device, "elementwise", "ga = g moved back to a's device")                                \
   X(sum, "reduce", "ga = expand(g, a)")                                                         \
   X(mean, "reduce", "ga = expand(g, a) / n")                                                    \
   X(max, "reduce", "ga = expand(g, a) * (a == y) / count(a == y)   (ties share, as amax)")      \

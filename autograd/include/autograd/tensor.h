@@ -105,10 +105,10 @@ struct TensorImpl {
   std::string name;
 };
 
-// --- factories (float32 on the CPU unless told otherwise) --------------------------------------------
+// --- factories (float32 on the default device, the CPU unless set, unless told otherwise) ------------
 struct Options {
   DType dtype = DType::float32;
-  Device device = kCPU;
+  Device device = default_device();
   bool requires_grad = false;
 };
 

@@ -204,6 +204,21 @@ Tensor Tensor::to(DType target) const {
   return out;
 }
 
+// Through host memory: simple, and the only path between two different backends (a real GPU would
+// use cudaMemcpy directly; the copy through the host costs one extra memcpy).
+Tensor Tensor::to(Device target) const {
+  if (device() == target) return *this;
+  const Tensor c = contiguous(detach());
+  const std::size_t bytes = static_cast<std::size_t>(c.numel()) * element_size(dtype());
+  std::vector<unsigned char> host(bytes);
+  if (bytes) c.backend().copy_to_host(host.data(), c.desc().data, bytes);
+  Tensor out = empty(shape(), {dtype(), target, false});
+  if (bytes) out.backend().copy_from_host(out.desc().data, host.data(), bytes);
+  if (is_floating(dtype()))
+    record(Op::to_device, out, {{*this, [from = device()](const Tensor& g) { return g.to(from); }}});
+  return out;
+}
+
 // --- operators --------------------------------------------------------------------------------------------
 Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
 Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }

@@ -108,3 +108,9 @@ T atomicAdd(T* address, T value) {  // fibers never preempt each other: a plain 
   *address = old + value;
   return old;
 }
+template <class T>
+T atomicMin(T* address, T value) {
+  const T old = *address;
+  if (value < old) *address = value;
+  return old;
+}

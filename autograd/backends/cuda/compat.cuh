@@ -1,0 +1,83 @@
+#pragma once
+// One source, two compilers. The kernels in this folder are compiled
+//  - by nvcc into the `cuda` device (a real GPU): CUDA's own headers, `launch` is kernel<<<...>>>;
+//  - by g++ into the `cuda-sim` device: autograd/cudasim emulates the CUDA execution model on the CPU.
+// Kernel files write CUDA and never `<<< >>>`; the few spellings that differ are defined here.
+// The same kernels exist twice in one library, so everything lives in namespace stepformer::<device>
+// (STEPFORMER_CUDA_NS is `cuda` or `cuda_sim`, set by CMake).
+#include <cmath>
+#include <cstdint>
+
+#include "autograd/errors.h"
+
+#if defined(__CUDACC__)
+#include <cuda_runtime.h>
+
+#include <string>
+
+// Every runtime call is checked; the error names the call's file and line.
+#define STEPFORMER_CUDA_CHECK(call)                                                                            \
+  do {                                                                                                         \
+    const cudaError_t err_ = (call);                                                                           \
+    if (err_ != cudaSuccess)                                                                                   \
+      throw ::stepformer::DeviceError(std::string("cuda: ") + cudaGetErrorString(err_) + " at " __FILE__ ":" + \
+                                      std::to_string(__LINE__) + " (" #call ")");                              \
+  } while (0)
+
+// Dynamic shared memory (the launch's `shared_bytes`) viewed as T[].
+#define DYNAMIC_SHARED(T, name)                    \
+  extern __shared__ unsigned char name##_bytes_[]; \
+  T* name = reinterpret_cast<T*>(name##_bytes_)
+
+namespace stepformer::STEPFORMER_CUDA_NS {
+template <class... Params, class... Args>
+void launch(void (*kernel)(Params...), dim3 grid, dim3 block, std::size_t shared_bytes, Args... args) {
+  kernel<<<grid, block, shared_bytes>>>(args...);
+  STEPFORMER_CUDA_CHECK(cudaGetLastError());
+}
+}  // namespace stepformer::STEPFORMER_CUDA_NS
+
+#else
+#include <math.h>
+
+#include "cudasim/cudasim.h"
+
+#define DYNAMIC_SHARED(T, name) CUDASIM_DYNAMIC_SHARED(T, name)
+
+namespace stepformer::STEPFORMER_CUDA_NS {
+using cudasim::dim3;
+template <class... Params, class... Args>
+void launch(void (*kernel)(Params...), dim3 grid, dim3 block, std::size_t shared_bytes, Args... args) {
+  cudasim::launch(kernel, grid, block, shared_bytes, static_cast<Params>(args)...);
+}
+}  // namespace stepformer::STEPFORMER_CUDA_NS
+#endif
+
+namespace stepformer::STEPFORMER_CUDA_NS {
+
+constexpr unsigned kFullMask = 0xffffffffu;
+constexpr int kWarp = 32;
+
+// Device math for T = float or double: CUDA names the float versions expf, logf, ...
+__device__ __forceinline__ float exp_(float x) { return expf(x); }
+__device__ __forceinline__ double exp_(double x) { return ::exp(x); }
+__device__ __forceinline__ float log_(float x) { return logf(x); }
+__device__ __forceinline__ double log_(double x) { return ::log(x); }
+__device__ __forceinline__ float sqrt_(float x) { return sqrtf(x); }
+__device__ __forceinline__ double sqrt_(double x) { return ::sqrt(x); }
+__device__ __forceinline__ float tanh_(float x) { return tanhf(x); }
+__device__ __forceinline__ double tanh_(double x) { return ::tanh(x); }
+__device__ __forceinline__ float erf_(float x) { return erff(x); }
+__device__ __forceinline__ double erf_(double x) { return ::erf(x); }
+__device__ __forceinline__ float pow_(float x, float p) { return powf(x, p); }
+__device__ __forceinline__ double pow_(double x, double p) { return ::pow(x, p); }
+__device__ __forceinline__ float nextafter_(float x, float y) { return nextafterf(x, y); }
+__device__ __forceinline__ double nextafter_(double x, double y) { return ::nextafter(x, y); }
+
+// Blocks for n elements at `threads` per block, capped: kernels loop with a grid stride past the cap.
+inline unsigned blocks_for(std::int64_t n, unsigned threads, std::int64_t cap = 4096) {
+  const std::int64_t b = (n + threads - 1) / threads;
+  return static_cast<unsigned>(b < 1 ? 1 : (b > cap ? cap : b));
+}
+
+}  // namespace stepformer::STEPFORMER_CUDA_NS

@@ -1,0 +1,182 @@
+// Matrix multiply c = alpha * a @ b + beta * c on strided (possibly batched, possibly transposed)
+// operands, in three numbered versions — the path every CUDA GEMM tutorial walks (Simon Boehm,
+// "How to optimize a CUDA matmul kernel"; CUTLASS's documentation). Each is checked against the CPU
+// in tests/cuda; gemm() uses v3.
+//
+// Batches: blockIdx.z walks the batch (grid-stride past 65535); batch_offsets turns it into an offset
+// in each operand through its batch strides (stride 0 where the operand broadcasts over the batch).
+// beta == 0 never reads c, as BLAS: c may hold garbage (fresh memory is NaN-poisoned under cuda-sim).
+#include <algorithm>
+
+#include "cuda_backend.h"
+#include "device_utils.cuh"
+
+namespace stepformer::STEPFORMER_CUDA_NS {
+
+namespace {
+
+struct Problem {
+  TensorDesc c, a, b;
+  std::int64_t m, n, k, batches;
+  std::int64_t lda_m, lda_k, ldb_k, ldb_n, ldc_m, ldc_n;  // the strides of the matrix dims
+};
+
+Problem problem(const TensorDesc& c, const TensorDesc& a, const TensorDesc& b) {
+  const int nd = c.ndim;
+  Problem p{c, a, b, c.shape[nd - 2], c.shape[nd - 1], a.shape[nd - 1], 1, 0, 0, 0, 0, 0, 0};
+  for (int d = 0; d < nd - 2; ++d) p.batches *= c.shape[d];
+  p.lda_m = a.strides[nd - 2], p.lda_k = a.strides[nd - 1];
+  p.ldb_k = b.strides[nd - 2], p.ldb_n = b.strides[nd - 1];
+  p.ldc_m = c.strides[nd - 2], p.ldc_n = c.strides[nd - 1];
+  return p;
+}
+
+__device__ void batch_offsets(const Problem& p, std::int64_t z, std::int64_t& oc, std::int64_t& oa, std::int64_t& ob) {
+  oc = oa = ob = 0;
+  for (int d = p.c.ndim - 3; d >= 0; --d) {
+    const std::int64_t i = z % p.c.shape[d];
+    z /= p.c.shape[d];
+    oc += i * p.c.strides[d];
+    oa += i * p.a.strides[d];
+    ob += i * p.b.strides[d];
+  }
+}
+
+template <class T>
+__device__ __forceinline__ void store(T* c, T acc, T alpha, T beta) {
+  *c = beta == T(0) ? alpha * acc : alpha * acc + beta * *c;
+}
+
+// v1, naive: one thread per element of c, a 16x16 block of threads per 16x16 tile of c. Thread (x, y)
+// walks row y of a and column x of b straight from global memory: 2K loads for 2K flops, so the
+// kernel waits on memory. Threads with consecutive x read consecutive columns of b (coalesced when
+// b is row-major) and the same element of a (a broadcast).
+template <class T>
+__global__ void gemm_v1(Problem p, T alpha, T beta) {
+  const std::int64_t row = static_cast<std::int64_t>(blockIdx.y) * blockDim.y + threadIdx.y;
+  const std::int64_t col = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  for (std::int64_t z = blockIdx.z; z < p.batches; z += gridDim.z) {
+    std::int64_t oc, oa, ob;
+    batch_offsets(p, z, oc, oa, ob);
+    if (row >= p.m || col >= p.n) continue;
+    const T* a = at<T>(p.a) + oa + row * p.lda_m;
+    const T* b = at<T>(p.b) + ob + col * p.ldb_n;
+    T acc = 0;
+    for (std::int64_t k = 0; k < p.k; ++k) acc += a[k * p.lda_k] * b[k * p.ldb_k];
+    store(at<T>(p.c) + oc + row * p.ldc_m + col * p.ldc_n, acc, alpha, beta);
+  }
+}
+
+// v2, shared-memory tiles: the block's 16x16 threads load a 16x16 tile of a and one of b into shared
+// memory (one element each), __syncthreads, multiply the tiles from shared memory, __syncthreads,
+// next tile along K. Each global element is now read by one thread of the block instead of 16.
+// Shared memory: a_tile[16][16] and b_tile[16][17] (the extra column keeps a column of b_tile in
+// different banks; harmless here, instructive in v3). Out-of-range elements load as 0.
+constexpr int kTile = 16;
+
+template <class T>
+__global__ void gemm_v2(Problem p, T alpha, T beta) {
+  __shared__ T a_tile[kTile][kTile];
+  __shared__ T b_tile[kTile][kTile + 1];
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  const std::int64_t row = static_cast<std::int64_t>(blockIdx.y) * kTile + ty;
+  const std::int64_t col = static_cast<std::int64_t>(blockIdx.x) * kTile + tx;
+  for (std::int64_t z = blockIdx.z; z < p.batches; z += gridDim.z) {
+    std::int64_t oc, oa, ob;
+    batch_offsets(p, z, oc, oa, ob);
+    const T* a = at<T>(p.a) + oa;
+    const T* b = at<T>(p.b) + ob;
+    T acc = 0;
+    for (std::int64_t k0 = 0; k0 < p.k; k0 += kTile) {
+      // Thread (tx, ty) loads a[row, k0 + tx] and b[k0 + ty, col].
+      a_tile[ty][tx] = (row < p.m && k0 + tx < p.k) ? a[row * p.lda_m + (k0 + tx) * p.lda_k] : T(0);
+      b_tile[ty][tx] = (k0 + ty < p.k && col < p.n) ? b[(k0 + ty) * p.ldb_k + col * p.ldb_n] : T(0);
+      __syncthreads();  // the tiles are complete before anyone reads them
+      for (int k = 0; k < kTile; ++k) acc += a_tile[ty][k] * b_tile[k][tx];
+      __syncthreads();  // everyone is done reading before the next tiles overwrite them
+    }
+    if (row < p.m && col < p.n) store(at<T>(p.c) + oc + row * p.ldc_m + col * p.ldc_n, acc, alpha, beta);
+  }
+}
+
+// v3, register blocking: a block of 16x16 = 256 threads computes a 64x64 tile of c; each thread owns
+// 4x4 of it in registers. Per step along K the block stages a 64x8 slice of a (stored transposed,
+// a_tile[k][m], so that a thread's 4 rows sit side by side) and an 8x64 slice of b in shared memory;
+// then each thread reads 4 values of a and 4 of b per k and does 16 multiply-adds with them — four
+// times the arithmetic per shared-memory load of v2. Thread (tx, ty) owns rows ty + 16i and columns
+// tx + 16j (i, j < 4): neighbouring threads own neighbouring columns, so the final stores coalesce.
+constexpr int kBlockM = 64, kBlockN = 64, kBlockK = 8, kPerThread = 4;
+
+template <class T>
+__global__ void __launch_bounds__(256) gemm_v3(Problem p, T alpha, T beta) {
+  __shared__ T a_tile[kBlockK][kBlockM];
+  __shared__ T b_tile[kBlockK][kBlockN];
+  const int tx = threadIdx.x, ty = threadIdx.y, tid = ty * 16 + tx;
+  const std::int64_t row0 = static_cast<std::int64_t>(blockIdx.y) * kBlockM;
+  const std::int64_t col0 = static_cast<std::int64_t>(blockIdx.x) * kBlockN;
+  for (std::int64_t z = blockIdx.z; z < p.batches; z += gridDim.z) {
+    std::int64_t oc, oa, ob;
+    batch_offsets(p, z, oc, oa, ob);
+    const T* a = at<T>(p.a) + oa;
+    const T* b = at<T>(p.b) + ob;
+    T acc[kPerThread][kPerThread] = {};
+    for (std::int64_t k0 = 0; k0 < p.k; k0 += kBlockK) {
+      // 512 elements of each slice, 2 per thread.
+      for (int e = tid; e < kBlockM * kBlockK; e += 256) {
+        const int m = e / kBlockK, k = e % kBlockK;
+        const std::int64_t gm = row0 + m, gk = k0 + k;
+        a_tile[k][m] = (gm < p.m && gk < p.k) ? a[gm * p.lda_m + gk * p.lda_k] : T(0);
+      }
+      for (int e = tid; e < kBlockK * kBlockN; e += 256) {
+        const int k = e / kBlockN, n = e % kBlockN;
+        const std::int64_t gk = k0 + k, gn = col0 + n;
+        b_tile[k][n] = (gk < p.k && gn < p.n) ? b[gk * p.ldb_k + gn * p.ldb_n] : T(0);
+      }
+      __syncthreads();
+      for (int k = 0; k < kBlockK; ++k) {
+        T a_reg[kPerThread], b_reg[kPerThread];
+        for (int i = 0; i < kPerThread; ++i) a_reg[i] = a_tile[k][ty + 16 * i];
+        for (int j = 0; j < kPerThread; ++j) b_reg[j] = b_tile[k][tx + 16 * j];
+        for (int i = 0; i < kPerThread; ++i)
+          for (int j = 0; j < kPerThread; ++j) acc[i][j] += a_reg[i] * b_reg[j];
+      }
+      __syncthreads();
+    }
+    for (int i = 0; i < kPerThread; ++i)
+      for (int j = 0; j < kPerThread; ++j) {
+        const std::int64_t r = row0 + ty + 16 * i, c = col0 + tx + 16 * j;
+        if (r < p.m && c < p.n) store(at<T>(p.c) + oc + r * p.ldc_m + c * p.ldc_n, acc[i][j], alpha, beta);
+      }
+  }
+}
+
+unsigned tiles(std::int64_t n, int tile) { return static_cast<unsigned>((n + tile - 1) / tile); }
+
+}  // namespace
+
+void CudaBackend::gemm_version(int version, const TensorDesc& c, const TensorDesc& a, const TensorDesc& b, double alpha,
+                               double beta) {
+  const Problem p = problem(c, a, b);
+  if (p.m == 0 || p.n == 0 || p.batches == 0) return;
+  const unsigned batch_blocks = static_cast<unsigned>(std::min<std::int64_t>(p.batches, 65535));
+  dispatch_floating(c.dtype, "gemm", [&](auto t) {
+    using T = decltype(t);
+    const T al = static_cast<T>(alpha), be = static_cast<T>(beta);
+    switch (version) {
+      case 1: return launch(gemm_v1<T>, dim3(tiles(p.n, 16), tiles(p.m, 16), batch_blocks), dim3(16, 16), 0, p, al, be);
+      case 2:
+        return launch(gemm_v2<T>, dim3(tiles(p.n, kTile), tiles(p.m, kTile), batch_blocks), dim3(kTile, kTile), 0, p,
+                      al, be);
+      case 3:
+        return launch(gemm_v3<T>, dim3(tiles(p.n, kBlockN), tiles(p.m, kBlockM), batch_blocks), dim3(16, 16), 0, p, al,
+                      be);
+      default: throw ValueError("cuda gemm: version " + std::to_string(version) + " does not exist (1, 2 or 3)");
+    }
+  });
+}
+
+void CudaBackend::gemm(const TensorDesc& c, const TensorDesc& a, const TensorDesc& b, double alpha, double beta) {
+  gemm_version(3, c, a, b, alpha, beta);
+}
+
+}  // namespace stepformer::STEPFORMER_CUDA_NS

@@ -1,0 +1,97 @@
+// Fused cross-entropy over contiguous rows of C logits (formula: autograd/src/ops/loss.cpp), with label
+// smoothing and an ignored target. Targets are checked first by find_bad_ids_kernel (embedding.cu).
+//
+// Mapping: one warp per row (row_grid/row_block). Forward: the lanes find the row's max, then
+// sum exp(x - max) and sum x, each combined with warp_reduce; lane 0 writes the row's loss.
+// Backward: the same log-sum-exp, then each lane writes its columns of g * (softmax - smoothed target).
+// Sums run in double, as the CPU's: a loss is a small number made of large ones.
+#include "cuda_backend.h"
+#include "device_utils.cuh"
+
+namespace stepformer::STEPFORMER_CUDA_NS {
+
+namespace {
+
+template <class T>
+__device__ double warp_log_sum_exp(const T* x, std::int64_t C) {
+  T mx = x[0];
+  for (std::int64_t c = threadIdx.x; c < C; c += kWarp) mx = Max{}(mx, x[c]);
+  mx = warp_reduce(mx, Max{});
+  double s = 0;
+  for (std::int64_t c = threadIdx.x; c < C; c += kWarp) s += exp_(static_cast<double>(x[c] - mx));
+  return static_cast<double>(mx) + log_(warp_reduce(s, Sum{}));
+}
+
+template <class T>
+__global__ void cross_entropy_forward_kernel(T* loss, const T* logits, const std::int64_t* targets, std::int64_t rows,
+                                             std::int64_t C, std::int64_t ignore_index, double smoothing) {
+  for (std::int64_t r = first_row(); r < rows; r += row_stride()) {
+    const T* x = logits + r * C;
+    const std::int64_t t = targets[r];
+    if (t == ignore_index) {  // the whole warp takes this branch: t is the same for all its lanes
+      if (threadIdx.x == 0) loss[r] = T(0);
+      continue;
+    }
+    const double lse = warp_log_sum_exp(x, C);
+    double sum_x = 0;
+    for (std::int64_t c = threadIdx.x; c < C; c += kWarp) sum_x += x[c];
+    sum_x = warp_reduce(sum_x, Sum{});
+    const double nll = -(static_cast<double>(x[t]) - lse);
+    if (threadIdx.x == 0)
+      loss[r] = static_cast<T>((1 - smoothing) * nll -
+                               smoothing / static_cast<double>(C) * (sum_x - static_cast<double>(C) * lse));
+  }
+}
+
+template <class T>
+__global__ void cross_entropy_backward_kernel(T* dlogits, const T* logits, const std::int64_t* targets,
+                                              const T* grad_loss, std::int64_t grad_stride, std::int64_t rows,
+                                              std::int64_t C, std::int64_t ignore_index, double smoothing) {
+  for (std::int64_t r = first_row(); r < rows; r += row_stride()) {
+    const T* x = logits + r * C;
+    T* d = dlogits + r * C;
+    const std::int64_t t = targets[r];
+    if (t == ignore_index) {
+      for (std::int64_t c = threadIdx.x; c < C; c += kWarp) d[c] = T(0);
+      continue;
+    }
+    const T lse = static_cast<T>(warp_log_sum_exp(x, C));
+    const T g = grad_loss[r * grad_stride], uniform = static_cast<T>(smoothing / static_cast<double>(C));
+    for (std::int64_t c = threadIdx.x; c < C; c += kWarp)
+      d[c] = g * (exp_(x[c] - lse) - uniform) - (c == t ? g * static_cast<T>(1 - smoothing) : T(0));
+  }
+}
+
+}  // namespace
+
+std::int64_t CudaBackend::cross_entropy_forward(const TensorDesc& loss, const TensorDesc& logits,
+                                                const TensorDesc& targets, std::int64_t ignore_index,
+                                                double smoothing) {
+  const std::int64_t n = logits.shape[0], C = logits.shape[1];
+  if (n == 0) return -1;
+  const auto* tgt = static_cast<const std::int64_t*>(targets.data);
+  launch(find_bad_ids_kernel, blocks_for(n, 256), 256u, 0, tgt, n, C, true, ignore_index, first_bad_index_slot());
+  const std::int64_t bad = read_first_bad_index();
+  if (bad >= 0) return bad;
+  dispatch_floating(logits.dtype, "cross_entropy", [&](auto t) {
+    using T = decltype(t);
+    launch(cross_entropy_forward_kernel<T>, row_grid(n), row_block(), 0, static_cast<T*>(loss.data),
+           static_cast<const T*>(logits.data), tgt, n, C, ignore_index, smoothing);
+  });
+  return -1;
+}
+
+void CudaBackend::cross_entropy_backward(const TensorDesc& dlogits, const TensorDesc& logits, const TensorDesc& targets,
+                                         const TensorDesc& grad_loss, std::int64_t ignore_index, double smoothing) {
+  const std::int64_t n = logits.shape[0], C = logits.shape[1];
+  if (n == 0) return;
+  dispatch_floating(logits.dtype, "cross_entropy_backward", [&](auto t) {
+    using T = decltype(t);
+    launch(cross_entropy_backward_kernel<T>, row_grid(n), row_block(), 0, static_cast<T*>(dlogits.data),
+           static_cast<const T*>(logits.data), static_cast<const std::int64_t*>(targets.data),
+           static_cast<const T*>(grad_loss.data), grad_loss.ndim ? grad_loss.strides[0] : std::int64_t{0}, n, C,
+           ignore_index, smoothing);
+  });
+}
+
+}  // namespace stepformer::STEPFORMER_CUDA_NS

@@ -1,0 +1,148 @@
+// Device memory. `cuda`: cudaMalloc behind a cache of freed blocks (cudaMalloc and cudaFree synchronise
+// the device and cost tens of microseconds; PyTorch's caching allocator exists for the same reason).
+// `cuda-sim`: aligned host memory — only the cuda-sim backend touches it, as only a GPU touches its own.
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "autograd/backend.h"
+#include "compat.cuh"
+#include "cuda_backend.h"
+
+namespace stepformer::STEPFORMER_CUDA_NS {
+
+namespace {
+constexpr std::size_t kAlignment = 256;  // cudaMalloc's guarantee; cuda-sim gives the same
+
+std::size_t rounded(std::size_t bytes) { return (bytes + kAlignment - 1) / kAlignment * kAlignment; }
+
+std::string out_of_memory(std::size_t bytes, std::size_t in_use) {
+  return std::string(device_type_name(backend().device().type)) + ": out of memory allocating " +
+         std::to_string(bytes) + " bytes (" + std::to_string(in_use) + " in use)";
+}
+}  // namespace
+
+#if defined(__CUDACC__)
+
+Device CudaBackend::device() const { return Device{DeviceType::cuda, 0}; }
+
+void* CudaBackend::allocate(std::size_t bytes) {
+  const std::size_t size = rounded(bytes == 0 ? 1 : bytes);
+  {
+    std::lock_guard<std::mutex> lock(cache_mutex_);
+    auto it = cache_.find(size);
+    if (it != cache_.end() && !it->second.empty()) {
+      void* p = it->second.back();
+      it->second.pop_back();
+      bytes_in_use_ += size;
+      return p;
+    }
+  }
+  void* p = nullptr;
+  if (cudaMalloc(&p, size) != cudaSuccess) {
+    cudaGetLastError();  // clear the sticky error, give the cache back, try once more
+    {
+      std::lock_guard<std::mutex> lock(cache_mutex_);
+      for (auto& [s, blocks] : cache_)
+        for (void* b : blocks) cudaFree(b);
+      cache_.clear();
+    }
+    if (cudaMalloc(&p, size) != cudaSuccess) {
+      cudaGetLastError();
+      throw ResourceError(out_of_memory(bytes, bytes_in_use()));
+    }
+  }
+  bytes_in_use_ += size;
+  return p;
+}
+
+void CudaBackend::deallocate(void* ptr, std::size_t bytes) {
+  if (ptr == nullptr) return;
+  const std::size_t size = rounded(bytes == 0 ? 1 : bytes);
+  std::lock_guard<std::mutex> lock(cache_mutex_);
+  cache_[size].push_back(ptr);
+  bytes_in_use_ -= size;
+}
+
+void CudaBackend::copy_from_host(void* dst, const void* host_src, std::size_t bytes) {
+  STEPFORMER_CUDA_CHECK(cudaMemcpy(dst, host_src, bytes, cudaMemcpyHostToDevice));
+}
+void CudaBackend::copy_to_host(void* host_dst, const void* src, std::size_t bytes) {
+  STEPFORMER_CUDA_CHECK(cudaMemcpy(host_dst, src, bytes, cudaMemcpyDeviceToHost));
+}
+
+long long* CudaBackend::first_bad_index_slot() {
+  if (bad_index_ == nullptr) STEPFORMER_CUDA_CHECK(cudaMalloc(&bad_index_, sizeof(long long)));
+  const long long none = INT64_MAX;
+  STEPFORMER_CUDA_CHECK(cudaMemcpy(bad_index_, &none, sizeof none, cudaMemcpyHostToDevice));
+  return bad_index_;
+}
+std::int64_t CudaBackend::read_first_bad_index() {
+  long long v = 0;
+  STEPFORMER_CUDA_CHECK(cudaMemcpy(&v, bad_index_, sizeof v, cudaMemcpyDeviceToHost));
+  return v == INT64_MAX ? -1 : v;
+}
+
+CudaBackend& backend() {
+  static CudaBackend* instance = [] {
+    int count = 0;
+    const cudaError_t err = cudaGetDeviceCount(&count);
+    if (err != cudaSuccess || count == 0)
+      throw DeviceError(std::string("cuda: no usable GPU on this machine (") +
+                        (err != cudaSuccess ? cudaGetErrorString(err) : "0 devices") +
+                        "); the same kernels run on the CPU with --device cuda-sim");
+    return new CudaBackend;  // never destroyed: tensors may outlive static destruction order
+  }();
+  return *instance;
+}
+
+#else  // cuda-sim
+
+Device CudaBackend::device() const { return Device{DeviceType::cuda_sim, 0}; }
+
+void* CudaBackend::allocate(std::size_t bytes) {
+  const std::size_t size = rounded(bytes == 0 ? 1 : bytes);
+  void* p = std::aligned_alloc(kAlignment, size);
+  if (p == nullptr) throw ResourceError(out_of_memory(bytes, bytes_in_use()));
+  std::memset(p, 0xFF, size);  // fresh device memory is garbage: make a read-before-write show up as NaN
+  bytes_in_use_ += size;
+  return p;
+}
+
+void CudaBackend::deallocate(void* ptr, std::size_t bytes) {
+  if (ptr == nullptr) return;
+  std::free(ptr);
+  bytes_in_use_ -= rounded(bytes == 0 ? 1 : bytes);
+}
+
+void CudaBackend::copy_from_host(void* dst, const void* host_src, std::size_t bytes) {
+  if (bytes) std::memcpy(dst, host_src, bytes);
+}
+void CudaBackend::copy_to_host(void* host_dst, const void* src, std::size_t bytes) {
+  if (bytes) std::memcpy(host_dst, src, bytes);
+}
+
+long long* CudaBackend::first_bad_index_slot() {
+  if (bad_index_ == nullptr) bad_index_ = new long long;  // not counted: it lives as long as the backend
+  *bad_index_ = INT64_MAX;
+  return bad_index_;
+}
+std::int64_t CudaBackend::read_first_bad_index() { return *bad_index_ == INT64_MAX ? -1 : *bad_index_; }
+
+CudaBackend& backend() {
+  static CudaBackend* instance = new CudaBackend;  // never destroyed, as the GPU one
+  return *instance;
+}
+
+#endif
+
+}  // namespace stepformer::STEPFORMER_CUDA_NS
+
+namespace stepformer {
+// Looked up by backend_registry.cpp.
+#if defined(__CUDACC__)
+Backend& cuda_backend() { return cuda::backend(); }
+#else
+Backend& cuda_sim_backend() { return cuda_sim::backend(); }
+#endif
+}  // namespace stepformer

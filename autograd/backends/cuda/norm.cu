@@ -1,0 +1,111 @@
+// LayerNorm over contiguous rows of D (Ba et al. 2016; the formulas are in backends/cpu/norm.cpp).
+//
+// forward, backward dx — one warp per row (row_grid/row_block): lanes stride along the row, partial
+//   sums meet through warp_reduce (__shfl_xor_sync). The mean is found first and the variance from
+//   (x - mean)^2 in a second pass (two passes: the one-pass E[x^2] - E[x]^2 cancels badly in float).
+// dgamma, dbeta — sums over rows, one thread per column: thread i walks rows 0..R-1 of column i, so a
+//   warp reads 32 consecutive elements of one row at each step (coalesced), and the order of the
+//   additions is fixed: no atomics, the same result on every run.
+#include "cuda_backend.h"
+#include "device_utils.cuh"
+
+namespace stepformer::STEPFORMER_CUDA_NS {
+
+namespace {
+
+template <class T>
+__global__ void layer_norm_forward_kernel(T* y, T* mean, T* rstd, const T* x, const T* gamma, const T* beta,
+                                          std::int64_t rows, std::int64_t D, T eps) {
+  const int lane = threadIdx.x;
+  for (std::int64_t r = first_row(); r < rows; r += row_stride()) {
+    const T* xr = x + r * D;
+    T* yr = y + r * D;
+    T sum = 0;
+    for (std::int64_t i = lane; i < D; i += kWarp) sum += xr[i];
+    const T mu = warp_reduce(sum, Sum{}) / static_cast<T>(D);
+    T sq = 0;
+    for (std::int64_t i = lane; i < D; i += kWarp) sq += (xr[i] - mu) * (xr[i] - mu);
+    const T rs = T(1) / sqrt_(warp_reduce(sq, Sum{}) / static_cast<T>(D) + eps);
+    for (std::int64_t i = lane; i < D; i += kWarp)
+      yr[i] = (xr[i] - mu) * rs * (gamma ? gamma[i] : T(1)) + (beta ? beta[i] : T(0));
+    if (lane == 0) {
+      mean[r] = mu;
+      rstd[r] = rs;
+    }
+  }
+}
+
+template <class T>
+__global__ void layer_norm_backward_kernel(T* dx, const T* dy, const T* x, const T* mean, const T* rstd, const T* gamma,
+                                           std::int64_t rows, std::int64_t D) {
+  const int lane = threadIdx.x;
+  for (std::int64_t r = first_row(); r < rows; r += row_stride()) {
+    const T* xr = x + r * D;
+    const T* dyr = dy + r * D;
+    const T mu = mean[r], rs = rstd[r];
+    T sum_gx = 0, sum_gx_xhat = 0;
+    for (std::int64_t i = lane; i < D; i += kWarp) {
+      const T gx = gamma ? dyr[i] * gamma[i] : dyr[i];
+      sum_gx += gx;
+      sum_gx_xhat += gx * (xr[i] - mu) * rs;
+    }
+    const T a = warp_reduce(sum_gx, Sum{}) / static_cast<T>(D);
+    const T c = warp_reduce(sum_gx_xhat, Sum{}) / static_cast<T>(D);
+    for (std::int64_t i = lane; i < D; i += kWarp) {
+      const T gx = gamma ? dyr[i] * gamma[i] : dyr[i];
+      dx[r * D + i] = rs * (gx - a - (xr[i] - mu) * rs * c);
+    }
+  }
+}
+
+template <class T>
+__global__ void layer_norm_param_grads_kernel(T* dgamma, T* dbeta, const T* dy, const T* x, const T* mean,
+                                              const T* rstd, std::int64_t rows, std::int64_t D) {
+  for (std::int64_t i = global_thread(); i < D; i += grid_threads()) {
+    T dg = 0, db = 0;
+    for (std::int64_t r = 0; r < rows; ++r) {
+      dg += dy[r * D + i] * (x[r * D + i] - mean[r]) * rstd[r];
+      db += dy[r * D + i];
+    }
+    if (dgamma) dgamma[i] = dg;
+    if (dbeta) dbeta[i] = db;
+  }
+}
+
+}  // namespace
+
+void CudaBackend::layer_norm_forward(const TensorDesc& y, const TensorDesc& mean, const TensorDesc& rstd,
+                                     const TensorDesc& x, const TensorDesc& gamma, const TensorDesc& beta, double eps) {
+  const std::int64_t D = x.shape[x.ndim - 1];
+  const std::int64_t rows = D ? x.numel() / D : 0;
+  if (rows == 0) return;
+  dispatch_floating(x.dtype, "layer_norm", [&](auto t) {
+    using T = decltype(t);
+    launch(layer_norm_forward_kernel<T>, row_grid(rows), row_block(), 0, static_cast<T*>(y.data),
+           static_cast<T*>(mean.data), static_cast<T*>(rstd.data), static_cast<const T*>(x.data),
+           static_cast<const T*>(gamma.data), static_cast<const T*>(beta.data), rows, D, static_cast<T>(eps));
+  });
+}
+
+void CudaBackend::layer_norm_backward(const TensorDesc& dx, const TensorDesc& dgamma, const TensorDesc& dbeta,
+                                      const TensorDesc& dy, const TensorDesc& x, const TensorDesc& mean,
+                                      const TensorDesc& rstd, const TensorDesc& gamma) {
+  const std::int64_t D = x.shape[x.ndim - 1];
+  const std::int64_t rows = D ? x.numel() / D : 0;
+  if (D == 0) return;
+  dispatch_floating(x.dtype, "layer_norm_backward", [&](auto t) {
+    using T = decltype(t);
+    const T* xs = static_cast<const T*>(x.data);
+    const T* dys = static_cast<const T*>(dy.data);
+    const T* m = static_cast<const T*>(mean.data);
+    const T* rs = static_cast<const T*>(rstd.data);
+    if (rows)
+      launch(layer_norm_backward_kernel<T>, row_grid(rows), row_block(), 0, static_cast<T*>(dx.data), dys, xs, m, rs,
+             static_cast<const T*>(gamma.data), rows, D);
+    if (dgamma.data || dbeta.data)
+      launch(layer_norm_param_grads_kernel<T>, blocks_for(D, 128), 128, 0, static_cast<T*>(dgamma.data),
+             static_cast<T*>(dbeta.data), dys, xs, m, rs, rows, D);
+  });
+}
+
+}  // namespace stepformer::STEPFORMER_CUDA_NS

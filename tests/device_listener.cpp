@@ -1,0 +1,47 @@
+// Runs a test program's tensors on the device named by STEPFORMER_TEST_DEVICE (cpu when unset): factories
+// without an explicit device then allocate there (set_default_device), so one op suite serves every
+// device. "cuda-sim reverse" also starts each block's threads in reverse order (cudasim.h). A device that is built but
+// cannot run here (cuda without a GPU) makes the program exit with 4 (Catch2's "all skipped"), which CTest reports as
+// skipped, with the reason printed.
+#include <catch2/reporters/catch_reporter_event_listener.hpp>
+#include <catch2/reporters/catch_reporter_registrars.hpp>
+#include <cstdio>
+#include <cstdlib>
+
+#include <stdexcept>
+#include <string>
+
+#include "autograd/autograd.h"
+#include "cudasim/cudasim.h"
+
+namespace {
+
+class DeviceListener : public Catch::EventListenerBase {
+ public:
+  using Catch::EventListenerBase::EventListenerBase;
+
+  void testRunStarting(const Catch::TestRunInfo&) override {
+    const char* name = std::getenv("STEPFORMER_TEST_DEVICE");
+    if (name == nullptr || *name == '\0') return;
+    std::string device_name = name;
+    if (const auto space = device_name.find(' '); space != std::string::npos) {
+      if (device_name.substr(space + 1) != "reverse")
+        throw std::invalid_argument("STEPFORMER_TEST_DEVICE: " + device_name);
+      device_name.resize(space);
+      cudasim::set_reverse_start(true);
+    }
+    const stepformer::Device device = stepformer::parse_device(device_name);
+    try {
+      stepformer::backend_for(device);
+    } catch (const stepformer::DeviceError& e) {
+      std::printf("SKIPPED: the tests on %s cannot run here: %s\n", name, e.what());
+      std::fflush(stdout);
+      std::_Exit(4);  // what Catch2 returns when every test was skipped; catch_discover_tests maps it to "skipped"
+    }
+    stepformer::set_default_device(device);
+  }
+};
+
+}  // namespace
+
+CATCH_REGISTER_LISTENER(DeviceListener)
