@@ -36,7 +36,6 @@ struct Options {
   std::int64_t d_model = 64, layers = 2, heads = 4, d_ff = 256;
   double dropout = -1;  // < 0: the task's default (toy 0.1; numerals 0, its data is unlimited)
   int threads = 0;      // 0: OpenMP's default
-  std::string device = "cpu";
   std::filesystem::path save, load;
   std::filesystem::path dict = kFreedictDeuEng;
   std::string task = "numerals";  // translate: which task's checkpoint --load holds
@@ -324,7 +323,6 @@ int main(int argc, char** argv) {
   app.add_option("--d-ff", o.d_ff, "feed-forward size")->capture_default_str();
   app.add_option("--dropout", o.dropout, "dropout (default: 0.1 toy, 0 numerals)");
   app.add_option("--threads", o.threads, "CPU threads (default: all cores)");
-  app.add_option("--device", o.device, "cpu (cuda and cuda-sim come with the CUDA chapter)")->capture_default_str();
   app.add_option("--save", o.save, "write a checkpoint at the end (numerals, freedict)");
   app.add_option("--load", o.load, "resume from a checkpoint (numerals, freedict, translate)");
   app.add_option("--dict", o.dict, "the FreeDict German-English dictionary (freedict)")->capture_default_str();
@@ -337,8 +335,6 @@ int main(int argc, char** argv) {
   app.require_subcommand(0, 1);
   CLI11_PARSE(app, argc, argv);
   try {
-    if (o.device != "cpu")
-      throw std::invalid_argument("--device " + o.device + " is not built yet: this build has the cpu device only");
     if (o.threads > 0) omp_set_num_threads(o.threads);
     if (toy->parsed()) return run_toy(o);
     if (numerals->parsed()) return run_numerals(o);

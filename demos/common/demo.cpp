@@ -175,6 +175,19 @@ void add_common_options(CLI::App& app, CommonOptions& o) {
   app.add_flag_function(
       "--detect-anomaly", [](std::int64_t) { set_detect_anomaly(true); },
       "check every op's output and gradient for NaN/inf and stop at the first (slow; autograd/anomaly.h)");
+  // Every tensor the demo makes without naming a device lands here: weights, data, masks.
+  app.add_option_function<std::string>(
+         "--device", [](const std::string& name) { set_default_device(parse_device(name)); },
+         "cpu, cuda-sim (the CUDA kernels run on the CPU; slow) or cuda (a GPU; needs an nvcc build)")
+      ->default_str("cpu")
+      ->check([](const std::string& name) {
+        try {
+          backend_for(parse_device(name));  // built, and usable on this machine
+          return std::string();
+        } catch (const DeviceError& e) {
+          return std::string(e.what());
+        }
+      });
 }
 
 transformer::Config small_stack_config() {

@@ -35,14 +35,14 @@ Tensor pad_mask(const Tensor& ids, std::int64_t pad_id) {
   return view(is_pad, {ids.size(0), 1, 1, ids.size(1)});                                             // [B, 1, 1, S]
 }
 
-Tensor subsequent_mask(std::int64_t T) {
-  const Tensor j = view(arange(T, {DType::int64}), {1, T});  // key positions    [1, T]
-  const Tensor i = view(arange(T, {DType::int64}), {T, 1});  // query positions  [T, 1]
+Tensor subsequent_mask(std::int64_t T, Device device) {
+  const Tensor j = view(arange(T, {DType::int64, device}), {1, T});  // key positions    [1, T]
+  const Tensor i = view(arange(T, {DType::int64, device}), {T, 1});  // query positions  [T, 1]
   return view(gt(j, i), {1, 1, T, T});                       // blocked where j > i
 }
 
 Tensor decoder_mask(const Tensor& tgt_ids, std::int64_t pad_id) {
-  return logical_or(pad_mask(tgt_ids, pad_id), subsequent_mask(tgt_ids.size(1)));  // [B, 1, T, T]
+  return logical_or(pad_mask(tgt_ids, pad_id), subsequent_mask(tgt_ids.size(1), tgt_ids.device()));  // [B, 1, T, T]
 }
 
 Tensor split_heads(const Tensor& x, std::int64_t H) {

@@ -16,8 +16,8 @@ namespace stepformer::transformer {
 
 namespace {
 
-Tensor ids_tensor(const std::vector<std::int64_t>& v, std::int64_t B) {
-  return from_vector(v, {B, static_cast<std::int64_t>(v.size()) / B}, {DType::int64});
+Tensor ids_tensor(const std::vector<std::int64_t>& v, std::int64_t B, Device device) {
+  return from_vector(v, {B, static_cast<std::int64_t>(v.size()) / B}, {DType::int64, device});
 }
 
 // One decoding step for a batch of prefixes: the next token's log-probabilities [B, V]. With a cache, only
@@ -33,11 +33,11 @@ class Stepper {
     if (use_cache_) {
       std::vector<std::int64_t> last;
       for (const auto& p : prefixes) last.push_back(p.back());
-      hidden = model_.decoder->step(ids_tensor(last, B), memory_, src_, cache_);
+      hidden = model_.decoder->step(ids_tensor(last, B, src_.device()), memory_, src_, cache_);
     } else {
       std::vector<std::int64_t> all;
       for (const auto& p : prefixes) all.insert(all.end(), p.begin(), p.end());
-      const Tensor h = model_.decoder->forward(ids_tensor(all, B), memory_, src_).hidden;  // [B, T, D]
+      const Tensor h = model_.decoder->forward(ids_tensor(all, B, src_.device()), memory_, src_).hidden;  // [B, T, D]
       hidden = narrow(h, 1, h.size(1) - 1, 1);
     }
     return reshape(log_softmax(model_.logits(hidden), -1), {B, -1});  // [B, V]

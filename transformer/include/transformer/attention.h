@@ -25,7 +25,7 @@ Attention scaled_dot_product_attention(const Tensor& q, const Tensor& k, const T
 Tensor pad_mask(const Tensor& ids, std::int64_t pad_id);
 // "masking out (setting to -inf) all values in the input of the softmax which correspond to illegal
 // connections" (3.2.3): position i may not see j > i. -> bool [1, 1, T, T].
-Tensor subsequent_mask(std::int64_t T);
+Tensor subsequent_mask(std::int64_t T, Device device = default_device());
 // The decoder's self-attention mask: PAD keys or future positions. tgt ids [B, T] -> bool [B, 1, T, T].
 Tensor decoder_mask(const Tensor& tgt_ids, std::int64_t pad_id);
 
