@@ -114,7 +114,7 @@ TEST_CASE("anomaly mode lets a masked attention's -inf through and trains a mode
   CHECK(std::isfinite(trainer.step(b)));
 }
 
-TEST_CASE("training is bit-identical on 1 and 2 threads", "[reliability]") {
+TEST_CASE("training is bit-identical on 1 and 2 threads", "[reliability][threads]") {
   // Threads split rows, columns and batch entries, never a sum: every float is added in the same order.
   Config c = small_config();
   c.src_vocab = c.tgt_vocab = 300;

@@ -38,7 +38,7 @@ Tensor pad_mask(const Tensor& ids, std::int64_t pad_id) {
 Tensor subsequent_mask(std::int64_t T, Device device) {
   const Tensor j = view(arange(T, {DType::int64, device}), {1, T});  // key positions    [1, T]
   const Tensor i = view(arange(T, {DType::int64, device}), {T, 1});  // query positions  [T, 1]
-  return view(gt(j, i), {1, 1, T, T});                       // blocked where j > i
+  return view(gt(j, i), {1, 1, T, T});                               // blocked where j > i
 }
 
 Tensor decoder_mask(const Tensor& tgt_ids, std::int64_t pad_id) {
