@@ -149,6 +149,7 @@ void record(Op op, Tensor& out, std::vector<InputGrad> inputs, std::vector<Tenso
 namespace {
 
 std::vector<Node*> topological_order(Node* root) {
+  // EXERCISE 0.4 (5 points): every node reachable from root, root first, each before the nodes it sends gradients to.
   std::vector<Node*> order;  // post-order: every node after all nodes it sends gradients to
   std::unordered_set<Node*> seen{root};
   std::vector<std::pair<Node*, std::size_t>> stack{{root, 0}};  // node, next edge to visit
@@ -163,6 +164,7 @@ std::vector<Node*> topological_order(Node* root) {
     }
   }
   return {order.rbegin(), order.rend()};  // root first
+  // END EXERCISE
 }
 
 void check_saved(const Node& node) {

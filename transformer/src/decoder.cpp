@@ -22,6 +22,7 @@ DecoderLayer::DecoderLayer(const Config& cfg, Generator& gen) {
 DecoderLayer::Output DecoderLayer::forward(const Tensor& x, const Tensor& memory, const Tensor& tgt_blocked,
                                            const Tensor& src_blocked) {
   const auto here = scope();
+  // EXERCISE 6.2 (6 points, needs 2.3 2.4 2.5 3.1 4.1): masked self-attention, cross-attention on memory, feed-forward
   Output out;
   // Masked self-attention: each target position sees itself and earlier positions only.
   const Tensor h1 = norm_self->forward(x, [&](const Tensor& t) {
@@ -38,6 +39,7 @@ DecoderLayer::Output DecoderLayer::forward(const Tensor& x, const Tensor& memory
   });
   out.y = norm_ffn->forward(h2, [&](const Tensor& t) { return ffn->forward(t); });  // [B, T, D]
   return out;
+  // END EXERCISE
 }
 
 Tensor DecoderLayer::step(const Tensor& x, DecoderCache& cache, std::size_t i, const Tensor& src_blocked) {

@@ -93,6 +93,7 @@ std::vector<std::vector<std::int64_t>> greedy_decode(Transformer& model, const T
   NoGradGuard no_grad;
   const std::int64_t B = src.size(0);
   Stepper stepper(model, src, o.use_cache);
+  // EXERCISE 7.1 (5 points, needs 5.2 6.1 6.2): feed the prefixes, append each row's best token, stop at EOS
   std::vector<std::vector<std::int64_t>> prefixes(static_cast<std::size_t>(B), {o.bos});
   std::vector<std::vector<std::int64_t>> out(static_cast<std::size_t>(B));
   std::vector<bool> done(static_cast<std::size_t>(B), false);
@@ -109,6 +110,7 @@ std::vector<std::vector<std::int64_t>> greedy_decode(Transformer& model, const T
     if (std::all_of(done.begin(), done.end(), [](bool d) { return d; })) break;
   }
   return out;
+  // END EXERCISE
 }
 
 std::vector<std::vector<std::int64_t>> beam_decode(Transformer& model, const Tensor& src, std::int64_t width,

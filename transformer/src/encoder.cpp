@@ -18,6 +18,7 @@ EncoderLayer::EncoderLayer(const Config& cfg, Generator& gen) {
 
 Attention EncoderLayer::forward(const Tensor& x, const Tensor& src_blocked) {
   const auto here = scope();
+  // EXERCISE 5.1 (6 points, needs 2.3 2.4 2.5 3.1 4.1): self-attention then feed-forward, each wrapped in add & norm.
   Tensor weights;  // [B, H, S, S], returned, never stored on the module
   const Tensor h = norm_attn->forward(x, [&](const Tensor& t) {
     Attention a = self_attn->forward(t, t, t, src_blocked);  // queries, keys and values all from x
@@ -26,6 +27,7 @@ Attention EncoderLayer::forward(const Tensor& x, const Tensor& src_blocked) {
   });                                                                                       // [B, S, D]
   const Tensor y = norm_ffn->forward(h, [&](const Tensor& t) { return ffn->forward(t); });  // [B, S, D]
   return {y, weights};
+  // END EXERCISE
 }
 
 Encoder::Encoder(const Config& c, Generator& gen) : cfg(c) {
@@ -38,6 +40,7 @@ Encoder::Encoder(const Config& c, Generator& gen) : cfg(c) {
 
 EncoderOutput Encoder::forward(const Tensor& src_ids) {
   const auto here = scope();
+  // EXERCISE 5.2 (4 points, needs 1.2 2.1 5.1): embed, run every layer with the PAD mask, then the final norm
   const Tensor blocked = pad_mask(src_ids, cfg.pad_id);  // [B, 1, 1, S]
   EncoderOutput out{embed->forward(src_ids), {}};        // [B, S, D]
   for (auto& layer : *layers) {
@@ -47,6 +50,7 @@ EncoderOutput Encoder::forward(const Tensor& src_ids) {
   }
   if (final_norm) out.memory = (*final_norm)(out.memory);
   return out;
+  // END EXERCISE
 }
 
 }  // namespace stepformer::transformer

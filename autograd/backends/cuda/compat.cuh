@@ -7,13 +7,12 @@
 // (STEPFORMER_CUDA_NS is `cuda` or `cuda_sim`, set by CMake).
 #include <cmath>
 #include <cstdint>
+#include <string>
 
 #include "autograd/errors.h"
 
 #if defined(__CUDACC__)
 #include <cuda_runtime.h>
-
-#include <string>
 
 // Every runtime call is checked; the error names the call's file and line.
 #define STEPFORMER_CUDA_CHECK(call)                                                                            \
@@ -23,6 +22,9 @@
       throw ::stepformer::DeviceError(std::string("cuda: ") + cudaGetErrorString(err_) + " at " __FILE__ ":" + \
                                       std::to_string(__LINE__) + " (" #call ")");                              \
   } while (0)
+
+// An exercise's stub inside a kernel (tools/exercises): a GPU cannot throw; the kernel stops.
+#define STEPFORMER_KERNEL_STUB(message) __trap()
 
 // Dynamic shared memory (the launch's `shared_bytes`) viewed as T[].
 #define DYNAMIC_SHARED(T, name)                    \
@@ -43,12 +45,16 @@ void launch(void (*kernel)(Params...), dim3 grid, dim3 block, std::size_t shared
 #include "cudasim/cudasim.h"
 
 #define DYNAMIC_SHARED(T, name) CUDASIM_DYNAMIC_SHARED(T, name)
+// An exercise's stub inside a kernel (tools/exercises): kernels cannot throw, so the stub records its
+// message and the thread returns; launch() throws NotImplemented on the host.
+#define STEPFORMER_KERNEL_STUB(message) ::cudasim::kernel_not_implemented(message)
 
 namespace stepformer::STEPFORMER_CUDA_NS {
 using cudasim::dim3;
 template <class... Params, class... Args>
 void launch(void (*kernel)(Params...), dim3 grid, dim3 block, std::size_t shared_bytes, Args... args) {
   cudasim::launch(kernel, grid, block, shared_bytes, static_cast<Params>(args)...);
+  if (std::string stub = cudasim::take_kernel_not_implemented(); !stub.empty()) throw NotImplemented(stub);
 }
 }  // namespace stepformer::STEPFORMER_CUDA_NS
 #endif

@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <deque>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace cudasim {
@@ -229,6 +230,15 @@ void run_grid(dim3 grid, dim3 block, std::size_t shared_bytes, const std::functi
   active = nullptr;
   _mm_setcsr(csr);
 }
+
+namespace {
+thread_local std::string not_implemented;  // per OS thread, as the launch that sets it
+}  // namespace
+
+void kernel_not_implemented(const char* message) {
+  if (not_implemented.empty()) not_implemented = message;
+}
+std::string take_kernel_not_implemented() { return std::exchange(not_implemented, std::string()); }
 
 void syncthreads() {
   Launch& l = launch_state("__syncthreads");

@@ -24,8 +24,18 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b) {
   a.backend().gemm(out.desc(), detail::broadcast_desc(a, with(M, K)), detail::broadcast_desc(b, with(K, N)), 1.0, 0.0);
   const Tensor sa = a.detach(), sb = b.detach();
   record(Op::matmul, out,
-         {{a, [sb, s = a.shape()](const Tensor& g) { return sum_to(matmul_nd(g, transpose(sb, -1, -2)), s); }},
-          {b, [sa, s = b.shape()](const Tensor& g) { return sum_to(matmul_nd(transpose(sa, -1, -2), g), s); }}},
+         {{a,
+           [sb, s = a.shape()](const Tensor& g) {
+             // EXERCISE 0.2 (5 points, needs 0.3 0.4): the gradient of a @ b with respect to a, then to b below.
+             return sum_to(matmul_nd(g, transpose(sb, -1, -2)), s);
+             // END EXERCISE
+           }},
+          {b,
+           [sa, s = b.shape()](const Tensor& g) {
+             // EXERCISE 0.2 (continued)
+             return sum_to(matmul_nd(transpose(sa, -1, -2), g), s);
+             // END EXERCISE
+           }}},
          {a, b});
   return out;
 }

@@ -1,0 +1,88 @@
+// The graded tests of chapter 00 and of label smoothing (docs/exercises.md): test [exN.M] grades exercise
+// N.M, against values computed by hand or by other ops, so that it passes with its exercise (and those it
+// declares it needs) solved and fails without.
+#include "../helpers.h"
+
+using namespace stepformer;
+using stepformer::test::close;
+using stepformer::test::f64;
+
+TEST_CASE("ex0.4: backward visits a node only after every consumer has sent its gradient", "[ex0.4]") {
+  // A diamond: a feeds b and c, both feed d. a's gradient is the sum of both paths, so a must run after b
+  // and c; a walk in the wrong order passes a half-finished gradient on.
+  const Tensor x = f64({0.3, -0.7, 1.1}, {3}).set_requires_grad();
+  const Tensor a = exp(x);
+  const Tensor b = neg(a), c = tanh(a);
+  const Tensor d = b + c + exp(b);  // a third path through b, longer than the others
+  sum(d).backward();
+  std::vector<double> want;
+  for (double xi : {0.3, -0.7, 1.1}) {
+    const double ai = std::exp(xi), ti = std::tanh(ai);
+    want.push_back((-1.0 + (1 - ti * ti) - std::exp(-ai)) * ai);
+  }
+  INFO("the gradient reaching x must sum every path through the graph");
+  CHECK(close(x.grad(), f64(want, {3}), 1e-12, 1e-12));
+}
+
+TEST_CASE("ex0.1: the gradient of a product, with a broadcast operand and a tensor used twice", "[ex0.1]") {
+  const Tensor a = f64({1, 2, 3, 4, 5, 6}, {2, 3}).set_requires_grad();
+  const Tensor b = f64({0.5, -1, 2}, {3}).set_requires_grad();
+  sum(a * b).backward();
+  CHECK(close(a.grad(), f64({0.5, -1, 2, 0.5, -1, 2}, {2, 3}), 0, 0));  // d/da = b, broadcast
+  CHECK(close(b.grad(), f64({5, 7, 9}, {3}), 0, 0));                    // d/db = a, summed over rows
+  const Tensor x = f64({1.5, -2}, {2}).set_requires_grad();
+  sum(x * x).backward();
+  INFO("x * x: both operands are x, and both gradients add up: 2x");
+  CHECK(close(x.grad(), f64({3, -4}, {2}), 0, 0));
+}
+
+TEST_CASE("ex0.2: the gradients of a matrix product, batched with a broadcast operand", "[ex0.2]") {
+  const Tensor a = f64({1, 2, 3, 4, 5, 6}, {2, 3}).set_requires_grad();
+  const Tensor b = f64({1, 0, -1, 2, 0.5, 1, 1, -2, 3, 0, 2, 1}, {3, 4}).set_requires_grad();
+  sum(matmul(a, b)).backward();
+  // d sum(a b) / d a[i, k] = sum_j b[k, j]; / d b[k, j] = sum_i a[i, k].
+  CHECK(close(a.grad(), f64({2, 0.5, 6, 2, 0.5, 6}, {2, 3}), 1e-12, 0));
+  CHECK(close(b.grad(), f64({5, 5, 5, 5, 7, 7, 7, 7, 9, 9, 9, 9}, {3, 4}), 1e-12, 0));
+  const Tensor batched = f64({1, 2, 3, 4, 5, 6, -1, -2, -3, -4, -5, -6}, {2, 2, 3}).set_requires_grad();
+  const Tensor w = f64({1, 2, 3}, {3, 1}).set_requires_grad();
+  sum(matmul(batched, w)).backward();
+  INFO("w is shared by both batch entries: its gradient sums over the batch");
+  CHECK(close(w.grad(), f64({0, 0, 0}, {3, 1}), 1e-12, 0));
+  CHECK(close(batched.grad(), f64({1, 2, 3, 1, 2, 3, 1, 2, 3, 1, 2, 3}, {2, 2, 3}), 1e-12, 0));
+}
+
+TEST_CASE("ex0.3: sum_to sums exactly the broadcast dimensions away", "[ex0.3]") {
+  std::vector<double> v(24);
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<double>(i);
+  const Tensor g = f64(v, {2, 3, 4});
+  CHECK(close(sum_to(g, {4}), f64({60, 66, 72, 78}, {4}), 0, 0));     // leading dims
+  CHECK(close(sum_to(g, {3, 1}), f64({60, 92, 124}, {3, 1}), 0, 0));  // leading and a size-1 dim
+  CHECK(close(sum_to(g, {2, 1, 4}), f64({12, 15, 18, 21, 48, 51, 54, 57}, {2, 1, 4}), 0, 0));
+  CHECK(close(sum_to(g, {}), f64({276}, {}), 0, 0));
+}
+
+TEST_CASE("ex7.2: cross-entropy with label smoothing, value and gradient", "[ex7.2]") {
+  const Tensor logits = f64({1, 2, 0.5, -1, 0, 3}, {2, 3}).set_requires_grad();
+  const Tensor targets = from_vector(std::vector<std::int64_t>{1, 2}, {2}, {DType::int64});
+  const double s = 0.1;
+  const auto lp = log_softmax(logits.detach(), -1).to_vector<double>();
+  const auto p = softmax(logits.detach(), -1).to_vector<double>();
+  double want = 0;
+  std::vector<double> grad(6);
+  for (int i = 0; i < 2; ++i) {
+    const int t = i == 0 ? 1 : 2;
+    double mean_neg = 0;
+    for (int c = 0; c < 3; ++c) mean_neg -= lp[static_cast<std::size_t>(3 * i + c)] / 3;
+    want += ((1 - s) * -lp[static_cast<std::size_t>(3 * i + t)] + s * mean_neg) / 2;  // mean over the 2 rows
+    for (int c = 0; c < 3; ++c)
+      grad[static_cast<std::size_t>(3 * i + c)] =
+          (p[static_cast<std::size_t>(3 * i + c)] - s / 3 - (c == t ? 1 - s : 0)) / 2;
+  }
+  const Tensor loss = cross_entropy(logits, targets, -100, s);
+  INFO("smoothed target: 1 - s on the true class plus s / C on every class");
+  CHECK(loss.item() == Catch::Approx(want).epsilon(1e-12));
+  CHECK(cross_entropy(logits, targets).item() ==
+        Catch::Approx((-lp[1] - lp[5]) / 2).epsilon(1e-12));  // s = 0: plain negative log-likelihood
+  loss.backward();
+  CHECK(close(logits.grad(), f64(grad, {2, 3}), 1e-12, 1e-12));
+}

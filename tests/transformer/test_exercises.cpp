@@ -1,0 +1,260 @@
+// The graded tests of chapters 01-07 (docs/exercises.md): test [exN.M] grades exercise N.M. Each checks
+// behaviour against values computed another way (other ops, the paper's formula), forward only, so that it
+// passes with its exercise (and those it declares it needs) solved and fails without. Where a seed had a
+// classic bug (../shared/design/seed-bugs.md), the failure message names it.
+#include "../helpers.h"
+#include "nn/schedule.h"
+#include "transformer/add_norm.h"
+#include "transformer/attention.h"
+#include "transformer/decoder.h"
+#include "transformer/decoding.h"
+#include "transformer/embedding.h"
+#include "transformer/encoder.h"
+#include "transformer/feed_forward.h"
+#include "transformer/model.h"
+
+using namespace stepformer;
+using namespace stepformer::transformer;
+using stepformer::test::close;
+
+namespace {
+
+Tensor ids(const std::vector<std::int64_t>& v, std::int64_t B) {
+  return from_vector(v, {B, static_cast<std::int64_t>(v.size()) / B}, {DType::int64});
+}
+
+Config tiny() {
+  Config c;
+  c.src_vocab = 11;
+  c.tgt_vocab = 13;
+  c.n_layers = 2;
+  c.d_model = 8;
+  c.d_ff = 16;
+  c.n_heads = 2;
+  c.dropout = 0.0;
+  c.max_len = 16;
+  return c;
+}
+
+// softmax(q k^T / sqrt(d) with blocked at -inf) v, from ops that are not exercises.
+Attention reference_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& blocked) {
+  Tensor s = matmul(q, transpose(k, -2, -1)) / std::sqrt(static_cast<double>(q.size(-1)));
+  if (blocked.defined()) s = where(blocked, full({}, -INFINITY), s);
+  const Tensor w = softmax(s, -1);
+  return {matmul(w, v), w};
+}
+
+Tensor reference_split(const Tensor& x, std::int64_t H) {  // [B, T, D] -> [B, H, T, D/H], element by element
+  const std::int64_t B = x.size(0), T = x.size(1), D = x.size(2), Dh = D / H;
+  const auto xv = x.to_vector<double>();
+  std::vector<double> out(xv.size());
+  for (std::int64_t b = 0; b < B; ++b)
+    for (std::int64_t h = 0; h < H; ++h)
+      for (std::int64_t t = 0; t < T; ++t)
+        for (std::int64_t e = 0; e < Dh; ++e)
+          out[static_cast<std::size_t>(((b * H + h) * T + t) * Dh + e)] =
+              xv[static_cast<std::size_t>((b * T + t) * D + h * Dh + e)];
+  return from_vector(out, {B, H, T, Dh});
+}
+
+Tensor reference_mha(MultiHeadAttention& m, const Tensor& q, const Tensor& kv, const Tensor& blocked) {
+  const std::int64_t H = m.n_heads;
+  const Tensor qh = reference_split((*m.w_q)(q), H), kh = reference_split((*m.w_k)(kv), H);
+  const Tensor vh = reference_split((*m.w_v)(kv), H);
+  const Tensor ctx = reference_attention(qh, kh, vh, blocked).context;  // [B, H, T, Dh]
+  return (*m.w_o)(reshape(contiguous(permute(ctx, {0, 2, 1, 3})), {q.size(0), q.size(1), q.size(2)}));
+}
+
+// LayerNorm(x + sublayer(x)) with the AddNorm's own LayerNorm (dropout 0).
+Tensor reference_add_norm(AddNorm& an, const Tensor& x, const Tensor& sub) { return (*an.norm)(x + sub); }
+
+Tensor reference_ffn(PositionwiseFeedForward& f, const Tensor& x) { return (*f.w_2)(relu((*f.w_1)(x))); }
+
+}  // namespace
+
+TEST_CASE("ex1.1: PE matches the paper's formula at every (pos, column)", "[ex1.1]") {
+  const std::int64_t L = 9, D = 10;
+  const auto pe = sinusoidal_table(L, D).to_vector<double>();
+  REQUIRE(pe.size() == static_cast<std::size_t>(L * D));
+  for (std::int64_t pos = 0; pos < L; ++pos)
+    for (std::int64_t i = 0; i < D / 2; ++i) {
+      const double angle = static_cast<double>(pos) / std::pow(10000.0, 2.0 * static_cast<double>(i) / D);
+      INFO("pos " << pos << ", columns " << 2 * i << " and " << 2 * i + 1
+                  << " (seed 003 doubled the exponent: 10000^(2*(2i)/d) gives the wrong frequencies)");
+      CHECK(pe[static_cast<std::size_t>(pos * D + 2 * i)] == Catch::Approx(std::sin(angle)).margin(1e-12));
+      CHECK(pe[static_cast<std::size_t>(pos * D + 2 * i + 1)] == Catch::Approx(std::cos(angle)).margin(1e-12));
+    }
+}
+
+TEST_CASE("ex1.2: token embeddings scaled by sqrt(d_model) plus the PE rows of their positions", "[ex1.2]") {
+  Generator gen(1);
+  const Config c = tiny();
+  TransformerEmbedding emb(c.src_vocab, c, gen);
+  emb.eval();
+  const Tensor src = ids({3, 4, 5, 6, 7, 8}, 2);
+  for (const std::int64_t start : {0, 4}) {
+    const Tensor expected = embedding(emb.tokens->weight, src) * std::sqrt(8.0) + narrow(emb.pe, 0, start, 3);
+    INFO("start " << start << " (seed 003 forgot the sqrt(d_model) scale)");
+    CHECK(close(emb.forward(src, start), expected, 1e-6, 1e-6));
+  }
+}
+
+TEST_CASE("ex2.1: pad_mask is true at PAD keys, shaped [B, 1, 1, S]", "[ex2.1]") {
+  const Tensor m = pad_mask(ids({5, 6, 0, 0, 7, 8, 9, 0}, 2), 0);
+  CHECK(m.shape() == Shape{2, 1, 1, 4});
+  CHECK(m.dtype() == DType::boolean);
+  CHECK(m.to_vector<double>() == std::vector<double>{0, 0, 1, 1, 0, 0, 0, 1});
+  CHECK(pad_mask(ids({1, 2, 1}, 1), 1).to_vector<double>() == std::vector<double>{1, 0, 1});  // pad_id honoured
+}
+
+TEST_CASE("ex2.2: subsequent_mask blocks exactly the later positions, shaped [1, 1, T, T]", "[ex2.2]") {
+  const Tensor m = subsequent_mask(4);
+  CHECK(m.shape() == Shape{1, 1, 4, 4});
+  CHECK(m.to_vector<double>() == std::vector<double>{0, 1, 1, 1, 0, 0, 1, 1, 0, 0, 0, 1, 0, 0, 0, 0});
+}
+
+TEST_CASE("ex2.3: scaled dot-product attention: weights, context, exact zeros where blocked", "[ex2.3]") {
+  Generator gen(3);
+  const Tensor q = randn({2, 3, 5, 4}, gen), k = randn({2, 3, 6, 4}, gen), v = randn({2, 3, 6, 7}, gen);
+  const Tensor blocked = pad_mask(ids({1, 1, 1, 1, 0, 0, 1, 1, 1, 1, 1, 0}, 2), 0);  // [2, 1, 1, 6]
+  const Attention got = scaled_dot_product_attention(q, k, v, blocked);
+  const Attention want = reference_attention(q, k, v, blocked);
+  INFO("weights = softmax(Q K^T / sqrt(d_k)); context = weights V");
+  CHECK(close(got.weights, want.weights, 1e-6, 1e-5));
+  CHECK(close(got.context, want.context, 1e-6, 1e-5));
+  const auto w = got.weights.to_vector<double>();
+  const auto b = expand(blocked, {2, 3, 5, 6}).to_vector<double>();
+  for (std::size_t i = 0; i < w.size(); ++i)
+    if (b[i] != 0) {
+      INFO("a blocked key got weight " << w[i] << " (seed 002 discarded masked_fill's result: the mask did nothing)");
+      REQUIRE(w[i] == 0.0);
+    }
+}
+
+TEST_CASE("ex2.4: split_heads and merge_heads move whole head slices and round-trip", "[ex2.4]") {
+  Generator gen(4);
+  const Tensor x = randn({2, 3, 8}, gen);
+  const Tensor heads = split_heads(x, 4);
+  CHECK(heads.shape() == Shape{2, 4, 3, 2});
+  CHECK(heads.to_vector<double>() == reference_split(x, 4).to_vector<double>());
+  CHECK(merge_heads(heads).shape() == Shape{2, 3, 8});
+  INFO("merge_heads of a permuted (non-contiguous) tensor must copy, not view (seed 002)");
+  CHECK(merge_heads(heads).to_vector<double>() == x.to_vector<double>());
+}
+
+TEST_CASE("ex2.5: multi-head attention projects, splits, attends, merges and projects", "[ex2.5]") {
+  Generator gen(5);
+  MultiHeadAttention mha(8, 2, 0.0, gen);
+  const Tensor x = randn({2, 4, 8}, gen), mem = randn({2, 5, 8}, gen);
+  const Tensor blocked = pad_mask(ids({1, 1, 1, 0, 0, 1, 1, 1, 1, 1}, 2), 0);
+  CHECK(close(mha.forward(x, mem, mem, blocked).context, reference_mha(mha, x, mem, blocked), 1e-5, 1e-5));
+}
+
+TEST_CASE("ex3.1: add & norm: LayerNorm(x + sublayer(x)), and the pre-norm variant", "[ex3.1]") {
+  Generator gen(6);
+  const Tensor x = randn({2, 3, 8}, gen);
+  auto sublayer = [](const Tensor& t) { return tanh(t) * 3.0; };
+  AddNorm post(8, 0.0, false, gen);
+  INFO("post-norm: LayerNorm(x + Sublayer(x)) (seed 002 dropped the residual x)");
+  CHECK(close(post.forward(x, sublayer), reference_add_norm(post, x, sublayer(x)), 1e-5, 1e-5));
+  AddNorm pre(8, 0.0, true, gen);
+  CHECK(close(pre.forward(x, sublayer), x + sublayer((*pre.norm)(x)), 1e-5, 1e-5));
+}
+
+TEST_CASE("ex4.1: the position-wise feed-forward network", "[ex4.1]") {
+  Generator gen(7);
+  PositionwiseFeedForward ffn(8, 16, 0.0, gen);
+  const Tensor x = randn({2, 3, 8}, gen);
+  CHECK(close(ffn.forward(x), reference_ffn(ffn, x), 1e-5, 1e-5));
+}
+
+TEST_CASE("ex5.1: an encoder layer: self-attention, then feed-forward, each in add & norm", "[ex5.1]") {
+  Generator gen(8);
+  const Config c = tiny();
+  EncoderLayer layer(c, gen);
+  const Tensor x = randn({2, 4, 8}, gen);
+  const Tensor blocked = pad_mask(ids({1, 1, 1, 0, 1, 1, 1, 1}, 2), 0);
+  const Tensor h = reference_add_norm(*layer.norm_attn, x, reference_mha(*layer.self_attn, x, x, blocked));
+  const Tensor y = reference_add_norm(*layer.norm_ffn, h, reference_ffn(*layer.ffn, h));
+  INFO("self-attention takes queries, keys and values from x, with the source PAD mask");
+  CHECK(close(layer.forward(x, blocked).context, y, 1e-4, 1e-4));
+}
+
+TEST_CASE("ex5.2: the encoder: embedding, every layer with the PAD mask, in order", "[ex5.2]") {
+  Generator gen(9);
+  const Config c = tiny();
+  Encoder enc(c, gen);
+  enc.eval();
+  const Tensor src = ids({3, 4, 5, 0, 6, 7, 8, 9}, 2);
+  Tensor x = enc.embed->forward(src);
+  for (auto& layer : *enc.layers) x = layer->forward(x, pad_mask(src, 0)).context;
+  const EncoderOutput out = enc.forward(src);
+  CHECK(close(out.memory, x, 1e-5, 1e-5));
+  CHECK(out.attention.size() == 2);
+}
+
+TEST_CASE("ex6.1: the decoder's mask blocks PAD keys and future positions", "[ex6.1]") {
+  const Tensor m = decoder_mask(ids({5, 6, 0, 7, 8, 9}, 2), 0);
+  CHECK(m.shape() == Shape{2, 1, 3, 3});
+  CHECK(m.to_vector<double>() == std::vector<double>{0, 1, 1, 0, 0, 1, 0, 0, 1, 0, 1, 1, 0, 0, 1, 0, 0, 0});
+}
+
+TEST_CASE("ex6.2: a decoder layer: masked self-attention, cross-attention on memory, feed-forward", "[ex6.2]") {
+  Generator gen(10);
+  const Config c = tiny();
+  DecoderLayer layer(c, gen);
+  const Tensor x = randn({2, 3, 8}, gen), memory = randn({2, 4, 8}, gen);
+  const Tensor self_blocked = decoder_mask(ids({5, 6, 7, 5, 6, 0}, 2), 0);  // built here, not graded here
+  const Tensor src_blocked = pad_mask(ids({1, 1, 0, 0, 1, 1, 1, 1}, 2), 0);
+  const Tensor h1 = reference_add_norm(*layer.norm_self, x, reference_mha(*layer.self_attn, x, x, self_blocked));
+  const Tensor h2 =
+      reference_add_norm(*layer.norm_cross, h1, reference_mha(*layer.cross_attn, h1, memory, src_blocked));
+  const Tensor y = reference_add_norm(*layer.norm_ffn, h2, reference_ffn(*layer.ffn, h2));
+  INFO(
+      "self-attention gets the target mask; cross-attention takes keys and values from memory with the source "
+      "mask; three distinct add & norms (seed 003 reused one)");
+  CHECK(close(layer.forward(x, memory, self_blocked, src_blocked).y, y, 1e-4, 1e-4));
+}
+
+TEST_CASE("ex7.1: greedy decoding appends the most likely allowed token until EOS", "[ex7.1]") {
+  Generator gen(11);
+  const Config c = tiny();
+  Transformer model(c, gen);
+  model.eval();
+  const Tensor src = ids({3, 4, 5, 6, 7, 8, 9, 10}, 2);
+  DecodeOptions o;
+  o.max_len = 6;
+  const auto got = greedy_decode(model, src, o);
+  REQUIRE(got.size() == 2);
+  for (std::int64_t b = 0; b < 2; ++b) {
+    std::vector<std::int64_t> prefix{o.bos}, want;
+    const Tensor one = narrow(src, 0, b, 1);
+    while (static_cast<std::int64_t>(want.size()) < o.max_len) {
+      const auto logits = model.forward(one, ids(prefix, 1)).to_vector<double>();  // [1, T, V]
+      const std::size_t last = (prefix.size() - 1) * static_cast<std::size_t>(c.tgt_vocab);
+      std::int64_t best = -1;
+      for (std::int64_t t = 0; t < c.tgt_vocab; ++t) {
+        if (t == o.pad || t == o.bos || t == o.unk) continue;
+        if (best < 0 || logits[last + static_cast<std::size_t>(t)] > logits[last + static_cast<std::size_t>(best)])
+          best = t;
+      }
+      want.push_back(best);
+      prefix.push_back(best);
+      if (best == o.eos) break;
+    }
+    INFO("row " << b);
+    CHECK(got[static_cast<std::size_t>(b)] == want);
+  }
+}
+
+TEST_CASE("ex7.3: the Noam schedule: linear warmup, then inverse square root decay", "[ex7.3]") {
+  const nn::NoamSchedule s{512, 4000, 2.0};
+  for (const std::int64_t step : {1, 100, 3999, 4000, 4001, 20000}) {
+    const double want =
+        2.0 / std::sqrt(512.0) * std::min(1.0 / std::sqrt(static_cast<double>(step)), step * std::pow(4000.0, -1.5));
+    INFO("step " << step);
+    CHECK(s(step) == Catch::Approx(want).epsilon(1e-12));
+  }
+  CHECK(s(4000) > s(3000));
+  CHECK(s(4000) > s(5000));  // the peak is at the end of warmup
+}

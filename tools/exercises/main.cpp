@@ -1,0 +1,312 @@
+// exercises: list the exercises, make a student workspace, grade a build (docs/exercises.md).
+//
+//   exercises list      [--root DIR]
+//   exercises workspace DEST [--root DIR] [--chapter N] [--proof]
+//   exercises grade     [--root DIR] [--build DIR] [--chapter N] [--json FILE] [--expect pass|stubbed]
+//   exercises prove     [--root DIR] [--build DIR]
+//
+// grade runs, for each exercise, the tests tagged [exN.M] in every test program of the build, each under
+// `timeout` (a crash or a hang fails that exercise only), and prints a table and a total; --expect turns it
+// into a check (exit 1 unless every exercise passes / every exercise fails with NotImplemented).
+// prove is the CI's per-exercise check on a --proof workspace's build: with only exercise k (and what it
+// needs) restored, exactly those exercises pass.
+#include <fmt/format.h>
+#include <sys/wait.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+#include "exercises.h"
+
+namespace fs = std::filesystem;
+using exercises::Exercise;
+
+namespace {
+
+constexpr const char* kPrograms[] = {"autograd_tests", "nn_tests", "transformer_tests", "cuda_tests"};
+constexpr int kTimeoutSeconds = 300;
+
+std::string read(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// Written whole to a temporary file, then renamed over the target: a crash leaves the old file or the new.
+void write_atomically(const fs::path& p, const std::string& text) {
+  const fs::path tmp = p.string() + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary);
+    out << text;
+    if (!out) throw std::runtime_error("cannot write " + tmp.string());
+  }
+  fs::rename(tmp, p);
+}
+
+std::string shell_quote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+struct Run {
+  bool ran = false;  // some test carried the tag
+  bool passed = false;
+  std::string message;  // the first failure, or how the program ended
+};
+
+// Runs one program's tests with the tag; the program may crash or hang without taking the grader along.
+Run run_tagged(const fs::path& program, const std::string& tag) {
+  const std::string cmd = fmt::format("timeout {} {} {} --allow-running-no-tests --reporter compact 2>&1",
+                                      kTimeoutSeconds, shell_quote(program.string()), shell_quote(tag));
+  FILE* pipe = popen(cmd.c_str(), "r");
+  if (!pipe) throw std::runtime_error("cannot run " + program.string());
+  std::string output;
+  char buf[4096];
+  for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, pipe)) > 0;) output.append(buf, n);
+  const int status = pclose(pipe);
+  const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  Run r;
+  if (output.find("No tests ran") != std::string::npos && code == 0) return r;
+  r.ran = true;
+  r.passed = code == 0;
+  if (r.passed) return r;
+  std::istringstream lines(output);
+  for (std::string line; std::getline(lines, line);) {
+    const auto at = line.find(": failed: ");
+    if (at != std::string::npos) {
+      r.message = line.substr(at + 2);
+      break;
+    }
+  }
+  if (code == 124)
+    r.message = fmt::format("timed out after {} s", kTimeoutSeconds);
+  else if (code > 128 && r.message.empty())
+    r.message = fmt::format("crashed (signal {})", code - 128);
+  else if (r.message.empty())
+    r.message = fmt::format("{} exited with {}", program.filename().string(), code);
+  if (r.message.size() > 160) r.message = r.message.substr(0, 157) + "...";
+  return r;
+}
+
+struct Result {
+  const Exercise* ex = nullptr;
+  bool passed = false;
+  std::string message;
+  std::string blocked_by;
+};
+
+std::vector<Result> grade(const std::vector<Exercise>& all, const fs::path& build, int chapter) {
+  std::vector<Result> results;
+  std::set<std::string> failed;
+  for (const Exercise& ex : all) {
+    if (chapter >= 0 && ex.chapter != chapter) continue;
+    Result r;
+    r.ex = &ex;
+    bool ran = false;
+    r.passed = true;
+    for (const char* name : kPrograms) {
+      const fs::path program = build / "bin" / name;
+      if (!fs::exists(program)) continue;
+      const Run run = run_tagged(program, "[ex" + ex.number + "]");
+      ran |= run.ran;
+      if (run.ran && !run.passed && r.passed) r.passed = false, r.message = run.message;
+    }
+    if (!ran) r.passed = false, r.message = "no test carries the tag [ex" + ex.number + "]";
+    if (!r.passed) {
+      failed.insert(ex.number);
+      for (const std::string& need : ex.needs)
+        if (failed.count(need)) r.blocked_by = need;
+    }
+    results.push_back(r);
+  }
+  return results;
+}
+
+int total_points(const std::vector<Result>& results, bool only_passed) {
+  int sum = 0;
+  for (const Result& r : results)
+    if (!only_passed || r.passed) sum += r.ex->points;
+  return sum;
+}
+
+void print(const std::vector<Result>& results) {
+  fmt::print("{:<8} {:<9} {:>6}  {:<6}  {}\n", "chapter", "exercise", "points", "result", "first failure");
+  for (const Result& r : results) {
+    const std::string note = r.passed ? "" : !r.blocked_by.empty() ? "blocked by " + r.blocked_by : r.message;
+    fmt::print("{:<8} {:<9} {:>6}  {:<6}  {}\n", fmt::format("{:02}", r.ex->chapter), r.ex->number,
+               r.passed ? fmt::format("{}/{}", r.ex->points, r.ex->points) : fmt::format("0/{}", r.ex->points),
+               r.passed ? "pass" : "FAIL", note);
+  }
+  fmt::print("total: {}/{}\n", total_points(results, true), total_points(results, false));
+}
+
+nlohmann::json to_json(const std::vector<Result>& results) {
+  nlohmann::json j;
+  j["total"] = total_points(results, true);
+  j["possible"] = total_points(results, false);
+  for (const Result& r : results)
+    j["exercises"].push_back({{"exercise", r.ex->number},
+                              {"chapter", r.ex->chapter},
+                              {"points", r.ex->points},
+                              {"passed", r.passed},
+                              {"first_failure", r.message},
+                              {"blocked_by", r.blocked_by},
+                              {"hint", r.ex->hint}});
+  return j;
+}
+
+void make_workspace(const fs::path& root, const fs::path& dest, int chapter, bool proof,
+                    const std::vector<Exercise>& all) {
+  if (fs::exists(dest) && !fs::is_empty(dest)) throw std::runtime_error(dest.string() + " exists and is not empty");
+  fs::create_directories(dest);
+  for (auto it = fs::recursive_directory_iterator(root); it != fs::recursive_directory_iterator(); ++it) {
+    const fs::path rel = fs::relative(it->path(), root);
+    const std::string top = rel.begin()->string();
+    if (top == ".git" || top.rfind("build", 0) == 0 || top == "stepformer-out" || fs::equivalent(it->path(), dest)) {
+      if (it->is_directory()) it.disable_recursion_pending();
+      continue;
+    }
+    if (it->is_directory())
+      fs::create_directories(dest / rel);
+    else if (it->is_regular_file())
+      fs::copy_file(it->path(), dest / rel);
+  }
+  std::vector<std::string> only;
+  for (const Exercise& ex : all)
+    if (chapter < 0 || ex.chapter == chapter) only.push_back(ex.number);
+  std::set<fs::path> files;
+  for (const Exercise& ex : all)
+    for (const auto& region : ex.regions) files.insert(region.file);
+  for (const fs::path& f : files)
+    write_atomically(
+        dest / f,
+        exercises::rewrite(read(root / f), f, proof ? exercises::StubKind::proof : exercises::StubKind::stub, only));
+  std::string guide = "# Your stepformer workspace\n\n";
+  guide += chapter < 0 ? "Every exercise" : fmt::format("Every exercise of chapter {:02}", chapter);
+  guide +=
+      " below has its solution removed: the marked region now throws `NotImplemented`.\n"
+      "Open the file, read the hint and the surrounding code, write the region, then grade:\n\n"
+      "```sh\n./run grade          # builds this workspace and grades it; ./run grade 02 for chapter 02\n```\n\n"
+      "The grader prints each exercise's points and the first failing check; `blocked by 2.1` means an\n"
+      "exercise this one needs is not solved yet. docs/exercises.md explains the rest.\n\n"
+      "| exercise | points | where | hint |\n|---|---|---|---|\n";
+  for (const Exercise& ex : all)
+    if (chapter < 0 || ex.chapter == chapter)
+      guide += fmt::format("| {} | {} | `{}:{}` | {} |\n", ex.number, ex.points, ex.regions.front().file.string(),
+                           ex.regions.front().first_line, ex.hint);
+  write_atomically(dest / "WORKSPACE.md", guide);
+  fmt::print("workspace written to {} ({} exercises stubbed{}); read {}\n", dest.string(), only.size(),
+             proof ? ", proof mode" : "", (dest / "WORKSPACE.md").string());
+}
+
+// The CI's per-exercise check: with only `k` and what it needs restored, exactly those pass.
+int prove(const std::vector<Exercise>& all, const fs::path& build) {
+  int problems = 0;
+  std::map<std::string, const Exercise*> by_number;
+  for (const Exercise& ex : all) by_number[ex.number] = &ex;
+  for (const Exercise& ex : all) {
+    std::set<std::string> restored{ex.number};
+    std::vector<std::string> todo = ex.needs;
+    while (!todo.empty()) {
+      const std::string n = todo.back();
+      todo.pop_back();
+      if (restored.insert(n).second && by_number.count(n))
+        for (const auto& m : by_number[n]->needs) todo.push_back(m);
+    }
+    std::string list;
+    for (const auto& n : restored) list += (list.empty() ? "" : ",") + n;
+    setenv("STEPFORMER_RESTORED_EXERCISES", list.c_str(), 1);
+    const auto results = grade(all, build, -1);
+    for (const Result& r : results) {
+      const bool expect = restored.count(r.ex->number) > 0;
+      if (r.passed != expect) {
+        ++problems;
+        fmt::print("restoring {}: exercise {} {} ({})\n", list, r.ex->number,
+                   expect ? "still fails" : "passes without its solution", r.message);
+      }
+    }
+    fmt::print("restoring {:<12} -> {} passes\n", list,
+               std::count_if(results.begin(), results.end(), [](const Result& r) { return r.passed; }));
+  }
+  unsetenv("STEPFORMER_RESTORED_EXERCISES");
+  fmt::print("{}\n", problems ? fmt::format("{} problems", problems)
+                              : "every exercise's tests pass exactly when it is restored");
+  return problems ? 1 : 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app("stepformer's exercises: list, make a workspace, grade (docs/exercises.md)");
+  fs::path root = ".", build = "build/release", dest, json;
+  int chapter = -1;
+  bool proof = false;
+  std::string expect;
+  app.add_option("--root", root, "the sources (the reference repository or a workspace)")->capture_default_str();
+  auto* list_cmd = app.add_subcommand("list", "the exercises and their points");
+  auto* ws = app.add_subcommand("workspace", "copy the project with the exercises stubbed");
+  ws->add_option("dest", dest, "a new folder")->required();
+  ws->add_option("--chapter", chapter, "stub only this chapter's exercises");
+  ws->add_flag("--proof", proof, "keep the solutions behind STEPFORMER_RESTORED_EXERCISES (for the CI proof)");
+  auto* gr = app.add_subcommand("grade", "run each exercise's tests in a build and print the points");
+  gr->add_option("--build", build, "the build folder (its bin/ holds the test programs)")->capture_default_str();
+  gr->add_option("--chapter", chapter, "grade only this chapter");
+  gr->add_option("--json", json, "also write the results here (default: BUILD/grade.json)");
+  gr->add_option("--expect", expect, "check: pass (every exercise passes) or stubbed (every one fails, NotImplemented)")
+      ->check(CLI::IsMember({"pass", "stubbed"}));
+  auto* pr = app.add_subcommand("prove", "on a --proof workspace's build: each exercise passes exactly when restored");
+  pr->add_option("--build", build, "the build folder")->capture_default_str();
+  app.require_subcommand(1);
+  CLI11_PARSE(app, argc, argv);
+  try {
+    const auto all = exercises::find_exercises(root);
+    if (list_cmd->parsed()) {
+      int sum = 0;
+      for (const Exercise& ex : all) {
+        sum += ex.points;
+        fmt::print("{:<5} {:>2} points  {}:{}  {}\n", ex.number, ex.points, ex.regions.front().file.string(),
+                   ex.regions.front().first_line, ex.hint);
+      }
+      fmt::print("{} exercises, {} points\n", all.size(), sum);
+      return 0;
+    }
+    if (ws->parsed()) {
+      make_workspace(fs::absolute(root), fs::absolute(dest), chapter, proof, all);
+      return 0;
+    }
+    if (pr->parsed()) return prove(all, build);
+    const auto results = grade(all, build, chapter);
+    print(results);
+    write_atomically(json.empty() ? build / "grade.json" : json, to_json(results).dump(2) + "\n");
+    if (expect == "pass") {
+      const bool ok = total_points(results, true) == total_points(results, false) && !results.empty();
+      fmt::print("{}\n", ok ? "expected: every exercise passes - yes" : "expected: every exercise passes - NO");
+      return ok ? 0 : 1;
+    }
+    if (expect == "stubbed") {
+      bool ok = !results.empty();
+      for (const Result& r : results)
+        if (r.passed || r.message.find("exercise ") == std::string::npos) {
+          ok = false;
+          fmt::print("exercise {}: expected a NotImplemented failure, got {}\n", r.ex->number,
+                     r.passed ? "a pass" : r.message);
+        }
+      fmt::print("{}\n", ok ? "expected: every exercise fails with NotImplemented - yes"
+                            : "expected: every exercise fails with NotImplemented - NO");
+      return ok ? 0 : 1;
+    }
+    return 0;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "exercises: {}\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,161 @@
+#include <algorithm>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <stdexcept>
+
+#include "exercises.h"
+
+namespace exercises {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::regex kBegin(R"(^(\s*)// EXERCISE (\d+)\.(\d+) \((\d+) points?(, needs ([0-9. ]+))?\): (.+)$)");
+const std::regex kContinued(R"(^(\s*)// EXERCISE (\d+)\.(\d+) \(continued\)\s*$)");
+const std::regex kEnd(R"(^\s*// END EXERCISE\s*$)");
+const std::regex kAnyMarker(R"(//\s*(END )?EXERCISE\b)");
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+std::string read(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+[[noreturn]] void fail(const fs::path& file, int line, const std::string& what) {
+  throw std::runtime_error(file.string() + ":" + std::to_string(line) + ": " + what);
+}
+
+bool is_source(const fs::path& p) {
+  const auto e = p.extension();
+  return e == ".cpp" || e == ".h" || e == ".cu" || e == ".cuh";
+}
+
+// "0.10" sorts after "0.9".
+bool number_less(const std::string& a, const std::string& b) {
+  const auto split = [](const std::string& s) {
+    const auto dot = s.find('.');
+    return std::pair{std::stoi(s.substr(0, dot)), std::stoi(s.substr(dot + 1))};
+  };
+  return split(a) < split(b);
+}
+
+std::string c_string(const std::string& s) {  // as a C++ string literal's contents
+  std::string out;
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<Exercise> find_exercises(const fs::path& root) {
+  std::map<std::string, Exercise> found;
+  std::vector<fs::path> files;
+  for (const char* dir : {"autograd", "nn", "transformer"})
+    if (fs::exists(root / dir))
+      for (const auto& entry : fs::recursive_directory_iterator(root / dir))
+        if (entry.is_regular_file() && is_source(entry.path())) files.push_back(entry.path());
+  std::sort(files.begin(), files.end());
+  for (const fs::path& path : files) {
+    const fs::path rel = fs::relative(path, root);
+    const auto lines = lines_of(read(path));
+    Exercise* open = nullptr;
+    int open_line = 0;
+    for (int i = 0; i < static_cast<int>(lines.size()); ++i) {
+      const std::string& line = lines[static_cast<std::size_t>(i)];
+      if (!std::regex_search(line, kAnyMarker)) continue;
+      std::smatch m;
+      const bool begin = std::regex_match(line, m, kBegin), continued = !begin && std::regex_match(line, m, kContinued);
+      if (begin || continued) {
+        if (open) fail(rel, i + 1, "an EXERCISE marker inside exercise " + open->number + " (markers never nest)");
+        const std::string number = m[2].str() + "." + m[3].str();
+        Exercise& ex = found[number];
+        if (begin) {
+          if (ex.points) fail(rel, i + 1, "exercise " + number + " is declared twice; later regions say (continued)");
+          ex.number = number;
+          ex.chapter = std::stoi(m[2].str());
+          ex.points = std::stoi(m[4].str());
+          std::istringstream needs(m[6].str());
+          for (std::string n; needs >> n;) ex.needs.push_back(n);
+          ex.hint = m[7].str();
+        }
+        ex.regions.push_back({rel, i + 1, 0});
+        open = &ex;
+        open_line = i + 1;
+      } else if (std::regex_match(line, kEnd)) {
+        if (!open) fail(rel, i + 1, "END EXERCISE without an EXERCISE marker");
+        open->regions.back().last_line = i + 1;
+        open = nullptr;
+      } else {
+        fail(rel, i + 1, "malformed exercise marker: " + line);
+      }
+    }
+    if (open) fail(rel, open_line, "exercise " + open->number + " is not closed by // END EXERCISE");
+  }
+  std::vector<Exercise> out;
+  for (auto& [number, ex] : found) {
+    if (ex.points == 0)
+      fail(ex.regions.front().file, ex.regions.front().first_line, number + ": only (continued) regions");
+    out.push_back(std::move(ex));
+  }
+  std::sort(out.begin(), out.end(),
+            [](const Exercise& a, const Exercise& b) { return number_less(a.number, b.number); });
+  return out;
+}
+
+std::string rewrite(const std::string& text, const fs::path& file, StubKind kind,
+                    const std::vector<std::string>& only) {
+  const bool kernel = file.extension() == ".cu" || file.extension() == ".cuh";
+  const auto lines = lines_of(text);
+  std::string out;
+  std::string number, hint;
+  std::map<std::string, std::string> hints;  // for (continued) regions
+  bool inside = false, replacing = false;
+  for (const std::string& line : lines) {
+    std::smatch m;
+    const bool begin = std::regex_match(line, m, kBegin), continued = !begin && std::regex_match(line, m, kContinued);
+    if (begin || continued) {
+      number = m[2].str() + "." + m[3].str();
+      if (begin) hints[number] = m[7].str();
+      hint = hints.count(number) ? hints[number] : "see the first region of this exercise";
+      inside = true;
+      replacing = only.empty() || std::find(only.begin(), only.end(), number) != only.end();
+      out += line + "\n";
+      if (!replacing) continue;
+      const std::string indent = m[1].str();
+      const std::string message = "exercise " + number + ": " + c_string(hint);
+      const std::string stub = kernel ? "STEPFORMER_KERNEL_STUB(\"" + message + "\");"
+                                      : "throw ::stepformer::NotImplemented(\"" + message + "\");";
+      if (kind == StubKind::stub)
+        out += indent + stub + "\n";
+      else if (kernel)
+        out += indent + "if (!::stepformer::exercise_restored(\"" + number + "\")) {\n" + indent + "  " + stub + "\n" +
+               indent + "  return;\n" + indent + "}\n";
+      else
+        out += indent + "if (!::stepformer::exercise_restored(\"" + number + "\")) " + stub + "\n";
+      continue;
+    }
+    if (std::regex_match(line, kEnd)) {
+      inside = false;
+      out += line + "\n";
+      continue;
+    }
+    if (inside && replacing && kind == StubKind::stub) continue;  // the solution's lines are dropped
+    out += line + "\n";
+  }
+  return out;
+}
+
+}  // namespace exercises
