@@ -1,5 +1,7 @@
 #include "nn/schedule.h"
 
+#include "autograd/errors.h"  // NotImplemented, for the exercise stub of a workspace
+
 #include <algorithm>
 #include <cmath>
 #include <numbers>

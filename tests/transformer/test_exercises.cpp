@@ -23,6 +23,9 @@ Tensor ids(const std::vector<std::int64_t>& v, std::int64_t B) {
   return from_vector(v, {B, static_cast<std::int64_t>(v.size()) / B}, {DType::int64});
 }
 
+// A boolean mask from 0/1 values, built without the mask exercises (2.1, 2.2, 6.1).
+Tensor mask(const std::vector<double>& v, const Shape& shape) { return from_vector(v, shape, {DType::boolean}); }
+
 Config tiny() {
   Config c;
   c.src_vocab = 11;
@@ -116,7 +119,7 @@ TEST_CASE("ex2.2: subsequent_mask blocks exactly the later positions, shaped [1,
 TEST_CASE("ex2.3: scaled dot-product attention: weights, context, exact zeros where blocked", "[ex2.3]") {
   Generator gen(3);
   const Tensor q = randn({2, 3, 5, 4}, gen), k = randn({2, 3, 6, 4}, gen), v = randn({2, 3, 6, 7}, gen);
-  const Tensor blocked = pad_mask(ids({1, 1, 1, 1, 0, 0, 1, 1, 1, 1, 1, 0}, 2), 0);  // [2, 1, 1, 6]
+  const Tensor blocked = mask({0, 0, 0, 0, 1, 1, 0, 0, 0, 0, 0, 1}, {2, 1, 1, 6});  // PAD keys
   const Attention got = scaled_dot_product_attention(q, k, v, blocked);
   const Attention want = reference_attention(q, k, v, blocked);
   INFO("weights = softmax(Q K^T / sqrt(d_k)); context = weights V");
@@ -146,7 +149,7 @@ TEST_CASE("ex2.5: multi-head attention projects, splits, attends, merges and pro
   Generator gen(5);
   MultiHeadAttention mha(8, 2, 0.0, gen);
   const Tensor x = randn({2, 4, 8}, gen), mem = randn({2, 5, 8}, gen);
-  const Tensor blocked = pad_mask(ids({1, 1, 1, 0, 0, 1, 1, 1, 1, 1}, 2), 0);
+  const Tensor blocked = mask({0, 0, 0, 1, 1, 0, 0, 0, 0, 0}, {2, 1, 1, 5});
   CHECK(close(mha.forward(x, mem, mem, blocked).context, reference_mha(mha, x, mem, blocked), 1e-5, 1e-5));
 }
 
@@ -173,7 +176,7 @@ TEST_CASE("ex5.1: an encoder layer: self-attention, then feed-forward, each in a
   const Config c = tiny();
   EncoderLayer layer(c, gen);
   const Tensor x = randn({2, 4, 8}, gen);
-  const Tensor blocked = pad_mask(ids({1, 1, 1, 0, 1, 1, 1, 1}, 2), 0);
+  const Tensor blocked = mask({0, 0, 0, 1, 0, 0, 0, 0}, {2, 1, 1, 4});
   const Tensor h = reference_add_norm(*layer.norm_attn, x, reference_mha(*layer.self_attn, x, x, blocked));
   const Tensor y = reference_add_norm(*layer.norm_ffn, h, reference_ffn(*layer.ffn, h));
   INFO("self-attention takes queries, keys and values from x, with the source PAD mask");
@@ -204,8 +207,8 @@ TEST_CASE("ex6.2: a decoder layer: masked self-attention, cross-attention on mem
   const Config c = tiny();
   DecoderLayer layer(c, gen);
   const Tensor x = randn({2, 3, 8}, gen), memory = randn({2, 4, 8}, gen);
-  const Tensor self_blocked = decoder_mask(ids({5, 6, 7, 5, 6, 0}, 2), 0);  // built here, not graded here
-  const Tensor src_blocked = pad_mask(ids({1, 1, 0, 0, 1, 1, 1, 1}, 2), 0);
+  const Tensor self_blocked = mask({0, 1, 1, 0, 0, 1, 0, 0, 0, 0, 1, 1, 0, 0, 1, 0, 0, 1}, {2, 1, 3, 3});
+  const Tensor src_blocked = mask({0, 0, 1, 1, 0, 0, 0, 0}, {2, 1, 1, 4});
   const Tensor h1 = reference_add_norm(*layer.norm_self, x, reference_mha(*layer.self_attn, x, x, self_blocked));
   const Tensor h2 =
       reference_add_norm(*layer.norm_cross, h1, reference_mha(*layer.cross_attn, h1, memory, src_blocked));

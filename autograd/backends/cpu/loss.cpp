@@ -71,14 +71,10 @@ std::int64_t CpuBackend::cross_entropy_forward(const TensorDesc& loss, const Ten
     if (tgt[i] != ignore_index && (tgt[i] < 0 || tgt[i] >= C)) return i;
   dispatch_floating(logits.dtype, "cross_entropy", [&](auto t) {
     using T = decltype(t);
-#pragma omp parallel for schedule(static) if (n * C >= kParallelGrain)
-    for (std::int64_t i = 0; i < n; ++i) {
-      if (tgt[i] == ignore_index) {
-        ptr<T>(loss)[i] = T(0);
-        continue;
-      }
-      ptr<T>(loss)[i] = static_cast<T>(loss_rows(ptr<T>(logits) + i * C, C, tgt[i], smoothing));
-    }
+    parallel_for_rethrow(n, n * C >= kParallelGrain, [&](std::int64_t i) {
+      ptr<T>(loss)[i] =
+          tgt[i] == ignore_index ? T(0) : static_cast<T>(loss_rows(ptr<T>(logits) + i * C, C, tgt[i], smoothing));
+    });
   });
   return -1;
 }
@@ -89,15 +85,13 @@ void CpuBackend::cross_entropy_backward(const TensorDesc& dlogits, const TensorD
   const std::int64_t* tgt = ptr<std::int64_t>(targets);
   dispatch_floating(logits.dtype, "cross_entropy_backward", [&](auto t) {
     using T = decltype(t);
-#pragma omp parallel for schedule(static) if (n * C >= kParallelGrain)
-    for (std::int64_t i = 0; i < n; ++i) {
+    parallel_for_rethrow(n, n * C >= kParallelGrain, [&](std::int64_t i) {
       T* d = ptr<T>(dlogits) + i * C;
-      if (tgt[i] == ignore_index) {
+      if (tgt[i] == ignore_index)
         for (std::int64_t c = 0; c < C; ++c) d[c] = T(0);
-        continue;
-      }
-      grad_rows(ptr<T>(logits) + i * C, d, C, tgt[i], ptr<T>(grad_loss)[i * grad_loss.strides[0]], smoothing);
-    }
+      else
+        grad_rows(ptr<T>(logits) + i * C, d, C, tgt[i], ptr<T>(grad_loss)[i * grad_loss.strides[0]], smoothing);
+    });
   });
 }
 

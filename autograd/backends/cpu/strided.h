@@ -2,6 +2,7 @@
 // Walking strided operands on the CPU, and calling a template with the C++ type of a DType.
 #include <array>
 #include <cstdint>
+#include <exception>
 #include <type_traits>
 
 #include "autograd/backend.h"
@@ -67,6 +68,24 @@ void for_each_row(const std::array<const TensorDesc*, K>& d, Body&& body) {
     }
     body(base, step, inner);
   }
+}
+
+// body(i) for i in [0, n), over OpenMP threads when `parallel`. An exception must not leave an OpenMP
+// region (that is std::terminate, a crash): the first one thrown is kept and rethrown after the loop.
+// (An exercise's stub throws NotImplemented from inside a row function.)
+template <class Body>
+void parallel_for_rethrow(std::int64_t n, bool parallel, Body&& body) {
+  std::exception_ptr error;
+#pragma omp parallel for schedule(static) if (parallel)
+  for (std::int64_t i = 0; i < n; ++i) {
+    try {
+      body(i);
+    } catch (...) {
+#pragma omp critical(stepformer_rethrow)
+      if (!error) error = std::current_exception();
+    }
+  }
+  if (error) std::rethrow_exception(error);
 }
 
 }  // namespace stepformer::cpu

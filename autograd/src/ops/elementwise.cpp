@@ -62,13 +62,13 @@ Tensor mul(const Tensor& a, const Tensor& b) {
   const Tensor sa = a.detach(), sb = b.detach();  // detached: a saved tensor must not own the graph
   record(Op::mul, out,
          {{a,
-           [sa, sb](const Tensor& g) {
+           [sa, sb](const Tensor& g) -> Tensor {  // -> Tensor: a stub that only throws still returns one
              // EXERCISE 0.1 (5 points, needs 0.3 0.4): the gradient of a * b with respect to a, then to b below.
              return sum_to(mul(g, sb), sa.shape());
              // END EXERCISE
            }},
           {b,
-           [sa, sb](const Tensor& g) {
+           [sa, sb](const Tensor& g) -> Tensor {
              // EXERCISE 0.1 (continued)
              return sum_to(mul(g, sa), sb.shape());
              // END EXERCISE

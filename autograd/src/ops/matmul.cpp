@@ -25,13 +25,13 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b) {
   const Tensor sa = a.detach(), sb = b.detach();
   record(Op::matmul, out,
          {{a,
-           [sb, s = a.shape()](const Tensor& g) {
+           [sb, s = a.shape()](const Tensor& g) -> Tensor {  // -> Tensor: a stub that only throws returns one
              // EXERCISE 0.2 (5 points, needs 0.3 0.4): the gradient of a @ b with respect to a, then to b below.
              return sum_to(matmul_nd(g, transpose(sb, -1, -2)), s);
              // END EXERCISE
            }},
           {b,
-           [sa, s = b.shape()](const Tensor& g) {
+           [sa, s = b.shape()](const Tensor& g) -> Tensor {
              // EXERCISE 0.2 (continued)
              return sum_to(matmul_nd(transpose(sa, -1, -2), g), s);
              // END EXERCISE
