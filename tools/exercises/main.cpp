@@ -256,6 +256,7 @@ int prove(const std::vector<Exercise>& all, const fs::path& build) {
 int main(int argc, char** argv) {
   CLI::App app("stepformer's exercises: list, make a workspace, grade (docs/exercises.md)");
   fs::path root = ".", build = "build/release", dest, json;
+  std::string chapter_text;  // "09" is chapter 9, not an octal number
   int chapter = -1;
   bool proof = false, marked_only = false;
   std::string expect;
@@ -263,12 +264,12 @@ int main(int argc, char** argv) {
   auto* list_cmd = app.add_subcommand("list", "the exercises and their points");
   auto* ws = app.add_subcommand("workspace", "copy the project with the exercises stubbed");
   ws->add_option("dest", dest, "a new folder")->required();
-  ws->add_option("--chapter", chapter, "stub only this chapter's exercises");
+  ws->add_option("--chapter", chapter_text, "stub only this chapter's exercises (e.g. 2 or 02)");
   ws->add_flag("--proof", proof, "keep the solutions behind STEPFORMER_RESTORED_EXERCISES (for the CI proof)");
   ws->add_flag("--marked-only", marked_only, "rewrite only the marked files of an existing workspace");
   auto* gr = app.add_subcommand("grade", "run each exercise's tests in a build and print the points");
   gr->add_option("--build", build, "the build folder (its bin/ holds the test programs)")->capture_default_str();
-  gr->add_option("--chapter", chapter, "grade only this chapter");
+  gr->add_option("--chapter", chapter_text, "grade only this chapter (e.g. 2 or 02)");
   gr->add_option("--json", json, "also write the results here (default: BUILD/grade.json)");
   gr->add_option("--expect", expect, "check: pass (every exercise passes) or stubbed (every one fails, NotImplemented)")
       ->check(CLI::IsMember({"pass", "stubbed"}));
@@ -277,6 +278,11 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   CLI11_PARSE(app, argc, argv);
   try {
+    if (!chapter_text.empty()) {
+      if (chapter_text.find_first_not_of("0123456789") != std::string::npos || chapter_text.size() > 2)
+        throw std::runtime_error("--chapter expects a chapter number such as 2 or 02, got '" + chapter_text + "'");
+      chapter = std::stoi(chapter_text);
+    }
     const auto all = exercises::find_exercises(root);
     if (list_cmd->parsed()) {
       int sum = 0;
