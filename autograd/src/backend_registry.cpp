@@ -15,14 +15,21 @@ std::array<Backend*, 3>& registry() {
   return backends;
 }
 
-std::atomic<Device>& default_device_slot() {
-  static std::atomic<Device> device{kCPU};
+// Type and index packed in one integer: a lock-free atomic everywhere (std::atomic<Device>, 8 bytes aligned
+// to 4, makes clang call libatomic).
+std::atomic<std::int64_t>& default_device_slot() {
+  static std::atomic<std::int64_t> device{0};  // cpu:0
   return device;
 }
 }  // namespace
 
-Device default_device() { return default_device_slot().load(); }
-void set_default_device(Device device) { default_device_slot().store(device); }
+Device default_device() {
+  const std::int64_t packed = default_device_slot().load();
+  return Device{static_cast<DeviceType>(packed >> 32), static_cast<int>(packed & 0xffffffff)};
+}
+void set_default_device(Device device) {
+  default_device_slot().store(static_cast<std::int64_t>(device.type) << 32 | static_cast<std::uint32_t>(device.index));
+}
 
 Device parse_device(std::string_view name) {
   std::string_view type = name;
