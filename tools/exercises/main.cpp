@@ -31,7 +31,11 @@ using exercises::Exercise;
 namespace {
 
 constexpr const char* kPrograms[] = {"autograd_tests", "nn_tests", "transformer_tests", "cuda_tests"};
-constexpr int kTimeoutSeconds = 300;
+// Per test program and exercise; STEPFORMER_GRADE_TIMEOUT (seconds) overrides it.
+int timeout_seconds() {
+  const char* env = std::getenv("STEPFORMER_GRADE_TIMEOUT");
+  return env ? std::max(1, std::atoi(env)) : 300;
+}
 
 std::string read(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
@@ -66,7 +70,7 @@ struct Run {
 // Runs one program's tests with the tag; the program may crash or hang without taking the grader along.
 Run run_tagged(const fs::path& program, const std::string& tag) {
   const std::string cmd = fmt::format("timeout {} {} {} --allow-running-no-tests --reporter compact 2>&1",
-                                      kTimeoutSeconds, shell_quote(program.string()), shell_quote(tag));
+                                      timeout_seconds(), shell_quote(program.string()), shell_quote(tag));
   FILE* pipe = popen(cmd.c_str(), "r");
   if (!pipe) throw std::runtime_error("cannot run " + program.string());
   std::string output;
@@ -88,7 +92,7 @@ Run run_tagged(const fs::path& program, const std::string& tag) {
     }
   }
   if (code == 124)
-    r.message = fmt::format("timed out after {} s", kTimeoutSeconds);
+    r.message = fmt::format("timed out after {} s", timeout_seconds());
   else if (code > 128 && r.message.empty())
     r.message = fmt::format("crashed (signal {})", code - 128);
   else if (r.message.empty())
