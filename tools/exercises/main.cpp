@@ -124,13 +124,13 @@ std::vector<Result> grade(const std::vector<Exercise>& all, const fs::path& buil
       if (run.ran && !run.passed && r.passed) r.passed = false, r.message = run.message;
     }
     if (!ran) r.passed = false, r.message = "no test carries the tag [ex" + ex.number + "]";
-    if (!r.passed) {
-      failed.insert(ex.number);
-      for (const std::string& need : ex.needs)
-        if (failed.count(need)) r.blocked_by = need;
-    }
+    if (!r.passed) failed.insert(ex.number);
     results.push_back(r);
   }
+  for (Result& r : results)  // after all: 0.1 may need 0.4, graded later
+    if (!r.passed)
+      for (const std::string& need : r.ex->needs)
+        if (failed.count(need) && r.blocked_by.empty()) r.blocked_by = need;
   return results;
 }
 
@@ -144,7 +144,9 @@ int total_points(const std::vector<Result>& results, bool only_passed) {
 void print(const std::vector<Result>& results) {
   fmt::print("{:<8} {:<9} {:>6}  {:<6}  {}\n", "chapter", "exercise", "points", "result", "first failure");
   for (const Result& r : results) {
-    std::string note = r.passed ? "" : !r.blocked_by.empty() ? "blocked by " + r.blocked_by : r.message;
+    std::string note = r.passed               ? ""
+                       : r.blocked_by.empty() ? r.message
+                                              : "blocked by " + r.blocked_by + ": " + r.message;
     if (note.size() > 100) note = note.substr(0, 97) + "...";
     fmt::print("{:<8} {:<9} {:>6}  {:<6}  {}\n", fmt::format("{:02}", r.ex->chapter), r.ex->number,
                r.passed ? fmt::format("{}/{}", r.ex->points, r.ex->points) : fmt::format("0/{}", r.ex->points),
