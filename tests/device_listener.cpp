@@ -39,6 +39,10 @@ class DeviceListener : public Catch::EventListenerBase {
       std::_Exit(4);  // what Catch2 returns when every test was skipped; catch_discover_tests maps it to "skipped"
     }
     stepformer::set_default_device(device);
+    if (stepformer::ones({1}).device() != device) {  // a device run that silently ran on the CPU would prove nothing
+      std::printf("STEPFORMER_TEST_DEVICE=%s: factories do not allocate there\n", name);
+      std::_Exit(1);
+    }
   }
 };
 
