@@ -114,7 +114,7 @@ TEST_CASE("anomaly mode lets a masked attention's -inf through and trains a mode
   CHECK(std::isfinite(trainer.step(b)));
 }
 
-TEST_CASE("training is bit-identical on 1 and 2 threads", "[reliability][threads]") {
+TEST_CASE("training is bit-identical on 1 and 2 threads", "[reliability][threads][cpu-only]") {
   // Threads split rows, columns and batch entries, never a sum: every float is added in the same order.
   Config c = small_config();
   c.src_vocab = c.tgt_vocab = 300;
@@ -140,7 +140,7 @@ TEST_CASE("training is bit-identical on 1 and 2 threads", "[reliability][threads
   CHECK(one == two);
 }
 
-TEST_CASE("training steps on cuda-sim match the CPU within tolerance, dropout included", "[reliability][cuda]") {
+TEST_CASE("training steps on cuda-sim match the CPU within tolerance, dropout included", "[reliability][cuda][cpu-only]") {
   // The same weights (made on the CPU, moved with Module::to), the same batches and the same dropout masks
   // (the Philox bits are the same on both devices). Differences come only from float rounding: the CUDA
   // kernels sum in another order. Four Adam steps keep that drift small.
