@@ -1,10 +1,11 @@
 #pragma once
-// Walking strided operands on the CPU, and calling a template with the C++ type of a DType.
+// Walking strided operands on the CPU (dtype dispatch: ../dispatch.h).
 #include <array>
 #include <cstdint>
 #include <exception>
 #include <type_traits>
 
+#include "../dispatch.h"
 #include "autograd/backend.h"
 #include "autograd/errors.h"
 
@@ -16,27 +17,6 @@ inline constexpr std::int64_t kParallelGrain = 1 << 15;
 template <class T>
 T* ptr(const TensorDesc& d) {
   return static_cast<T*>(d.data);
-}
-
-// Calls f(T{}) with T the element type of `dtype`.
-template <class F>
-decltype(auto) dispatch_all(DType dtype, F&& f) {
-  switch (dtype) {
-    case DType::float32: return f(float{});
-    case DType::float64: return f(double{});
-    case DType::int64: return f(std::int64_t{});
-    case DType::boolean: return f(bool{});
-  }
-  throw DTypeError("cpu backend: unknown dtype");
-}
-
-template <class F>
-decltype(auto) dispatch_floating(DType dtype, const char* kernel, F&& f) {
-  switch (dtype) {
-    case DType::float32: return f(float{});
-    case DType::float64: return f(double{});
-    default: throw DTypeError(std::string("cpu backend: ") + kernel + " needs float32 or float64");
-  }
 }
 
 // Visits every element of K operands that share shape(d[0]). The last dim is the inner loop:

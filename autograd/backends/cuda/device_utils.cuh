@@ -2,6 +2,7 @@
 // What several kernels share: finding a strided element from a flat index, and sums/maxima across a warp
 // and across a block.
 #include <string>
+#include "../dispatch.h"
 #include "autograd/backend.h"
 
 #include "compat.cuh"
@@ -71,30 +72,6 @@ __device__ T block_reduce(T v, Op op, T identity) {
   v = partial[0];
   __syncthreads();  // everyone has read partial[0] before a next call overwrites it
   return v;
-}
-
-}  // namespace stepformer::STEPFORMER_CUDA_NS
-
-namespace stepformer::STEPFORMER_CUDA_NS {
-
-// Host side: calls f(T{}) with T the element type of `dtype` (all four, or the floating ones).
-template <class F>
-decltype(auto) dispatch_all(DType dtype, F&& f) {
-  switch (dtype) {
-    case DType::float32: return f(float{});
-    case DType::float64: return f(double{});
-    case DType::int64: return f(std::int64_t{});
-    case DType::boolean: return f(bool{});
-  }
-  throw DTypeError("cuda backend: unknown dtype");
-}
-template <class F>
-decltype(auto) dispatch_floating(DType dtype, const char* kernel, F&& f) {
-  switch (dtype) {
-    case DType::float32: return f(float{});
-    case DType::float64: return f(double{});
-    default: throw DTypeError(std::string("cuda backend: ") + kernel + " needs float32 or float64");
-  }
 }
 
 }  // namespace stepformer::STEPFORMER_CUDA_NS
