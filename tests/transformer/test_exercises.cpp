@@ -4,6 +4,7 @@
 // classic bug (../shared/design/seed-bugs.md), the failure message names it.
 #include "../helpers.h"
 #include "nn/schedule.h"
+#include "reference.h"
 #include "transformer/add_norm.h"
 #include "transformer/attention.h"
 #include "transformer/decoder.h"
@@ -16,28 +17,13 @@
 using namespace stepformer;
 using namespace stepformer::transformer;
 using stepformer::test::close;
+using stepformer::test::ids;
+using stepformer::test::small_config;  // the PyTorch fixtures' sizes: d_model 16, 2 heads
 
 namespace {
 
-Tensor ids(const std::vector<std::int64_t>& v, std::int64_t B) {
-  return from_vector(v, {B, static_cast<std::int64_t>(v.size()) / B}, {DType::int64});
-}
-
 // A boolean mask from 0/1 values, built without the mask exercises (2.1, 2.2, 6.1).
 Tensor mask(const std::vector<double>& v, const Shape& shape) { return from_vector(v, shape, {DType::boolean}); }
-
-Config tiny() {
-  Config c;
-  c.src_vocab = 11;
-  c.tgt_vocab = 13;
-  c.n_layers = 2;
-  c.d_model = 8;
-  c.d_ff = 16;
-  c.n_heads = 2;
-  c.dropout = 0.0;
-  c.max_len = 16;
-  return c;
-}
 
 // softmax(q k^T / sqrt(d) with blocked at -inf) v, from ops that are not exercises.
 Attention reference_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& blocked) {
@@ -91,12 +77,13 @@ TEST_CASE("ex1.1: PE matches the paper's formula at every (pos, column)", "[ex1.
 
 TEST_CASE("ex1.2: token embeddings scaled by sqrt(d_model) plus the PE rows of their positions", "[ex1.2]") {
   Generator gen(1);
-  const Config c = tiny();
+  const Config c = small_config();
   TransformerEmbedding emb(c.src_vocab, c, gen);
   emb.eval();
   const Tensor src = ids({3, 4, 5, 6, 7, 8}, 2);
   for (const std::int64_t start : {0, 4}) {
-    const Tensor expected = embedding(emb.tokens->weight, src) * std::sqrt(8.0) + narrow(emb.pe, 0, start, 3);
+    const Tensor expected =
+        embedding(emb.tokens->weight, src) * std::sqrt(static_cast<double>(c.d_model)) + narrow(emb.pe, 0, start, 3);
     INFO("start " << start << " (seed 003 forgot the sqrt(d_model) scale)");
     CHECK(close(emb.forward(src, start), expected, 1e-6, 1e-6));
   }
@@ -173,9 +160,9 @@ TEST_CASE("ex4.1: the position-wise feed-forward network", "[ex4.1]") {
 
 TEST_CASE("ex5.1: an encoder layer: self-attention, then feed-forward, each in add & norm", "[ex5.1]") {
   Generator gen(8);
-  const Config c = tiny();
+  const Config c = small_config();
   EncoderLayer layer(c, gen);
-  const Tensor x = randn({2, 4, 8}, gen);
+  const Tensor x = randn({2, 4, c.d_model}, gen);
   const Tensor blocked = mask({0, 0, 0, 1, 0, 0, 0, 0}, {2, 1, 1, 4});
   const Tensor h = reference_add_norm(*layer.norm_attn, x, reference_mha(*layer.self_attn, x, x, blocked));
   const Tensor y = reference_add_norm(*layer.norm_ffn, h, reference_ffn(*layer.ffn, h));
@@ -185,7 +172,7 @@ TEST_CASE("ex5.1: an encoder layer: self-attention, then feed-forward, each in a
 
 TEST_CASE("ex5.2: the encoder: embedding, every layer with the PAD mask, in order", "[ex5.2]") {
   Generator gen(9);
-  const Config c = tiny();
+  const Config c = small_config();
   Encoder enc(c, gen);
   enc.eval();
   const Tensor src = ids({3, 4, 5, 0, 6, 7, 8, 9}, 2);
@@ -204,9 +191,9 @@ TEST_CASE("ex6.1: the decoder's mask blocks PAD keys and future positions", "[ex
 
 TEST_CASE("ex6.2: a decoder layer: masked self-attention, cross-attention on memory, feed-forward", "[ex6.2]") {
   Generator gen(10);
-  const Config c = tiny();
+  const Config c = small_config();
   DecoderLayer layer(c, gen);
-  const Tensor x = randn({2, 3, 8}, gen), memory = randn({2, 4, 8}, gen);
+  const Tensor x = randn({2, 3, c.d_model}, gen), memory = randn({2, 4, c.d_model}, gen);
   const Tensor self_blocked = mask({0, 1, 1, 0, 0, 1, 0, 0, 0, 0, 1, 1, 0, 0, 1, 0, 0, 1}, {2, 1, 3, 3});
   const Tensor src_blocked = mask({0, 0, 1, 1, 0, 0, 0, 0}, {2, 1, 1, 4});
   const Tensor h1 = reference_add_norm(*layer.norm_self, x, reference_mha(*layer.self_attn, x, x, self_blocked));
@@ -221,7 +208,7 @@ TEST_CASE("ex6.2: a decoder layer: masked self-attention, cross-attention on mem
 
 TEST_CASE("ex7.1: greedy decoding appends the most likely allowed token until EOS", "[ex7.1]") {
   Generator gen(11);
-  const Config c = tiny();
+  const Config c = small_config();
   Transformer model(c, gen);
   model.eval();
   const Tensor src = ids({3, 4, 5, 6, 7, 8, 9, 10}, 2);
