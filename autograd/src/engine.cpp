@@ -1,14 +1,15 @@
 // The backward engine: how reverse mode works here (read docs/00_autograd.md beside this file).
 //
-// 1. Forward: each differentiable op calls record(), which gives its output a Node with one Edge per
-//    input that requires grad. An edge holds the input's gradient formula (a closure over the tensors it
-//    needs) and the Node that receives the result: the input's grad_fn, or, for a leaf, its accumulator.
+// 1. Forward: each differentiable op calls record(), which gives its output a Node holding the op's
+//    backward function (a closure over the tensors it needs; it maps the output's gradient to every
+//    input's gradient at once) and one Edge per input, naming the Node that receives that input's
+//    gradient: the input's grad_fn, or, for a leaf, its accumulator.
 // 2. backward(): a depth-first walk from the root collects the reachable Nodes in topological order
 //    (an explicit stack, not recursion: a long chain must not overflow the C++ stack). Walking that
 //    order backwards guarantees that a Node runs only after every consumer of its output has added its
 //    share of the gradient, so a tensor used twice gets the sum of both contributions.
 // 3. Accumulators add into the leaf's grad (PyTorch semantics: repeated backward() calls accumulate).
-// 4. Unless retain_graph, every visited Node drops its closures afterwards, freeing saved tensors.
+// 4. Unless retain_graph, every visited Node drops its backward function afterwards, freeing saved tensors.
 #include <fmt/format.h>
 
 #include <atomic>
@@ -17,42 +18,17 @@
 #include <unordered_set>
 
 #include "autograd/anomaly.h"
+#include "autograd/engine.h"
 #include "autograd/errors.h"
 #include "autograd/grad_mode.h"
-#include "autograd/node.h"
 #include "autograd/ops.h"
-#include "autograd/random.h"
 #include "autograd/scope.h"
 
 namespace stepformer {
 
-// --- grad mode -------------------------------------------------------------------------------------------
 namespace {
-thread_local bool g_grad_enabled = true;
 std::atomic<std::int64_t> g_live_nodes{0};
 }  // namespace
-
-bool grad_enabled() { return g_grad_enabled; }
-NoGradGuard::NoGradGuard() : previous_(g_grad_enabled) { g_grad_enabled = false; }
-NoGradGuard::~NoGradGuard() { g_grad_enabled = previous_; }
-
-// --- the op table -------------------------------------------------------------------------------------------
-const std::vector<OpInfo>& all_ops() {
-  static const std::vector<OpInfo> table = {
-#define STEPFORMER_OP_INFO(name, family, backward) {#name, family, backward},
-      STEPFORMER_OPS(STEPFORMER_OP_INFO)
-#undef STEPFORMER_OP_INFO
-  };
-  return table;
-}
-const OpInfo& op_info(Op op) { return all_ops()[static_cast<std::size_t>(op)]; }
-
-// --- the default generator ------------------------------------------------------------------------------------
-Generator& default_generator() {
-  static Generator gen(0);
-  return gen;
-}
-void manual_seed(std::uint64_t seed) { default_generator() = Generator(seed); }
 
 // --- nodes ----------------------------------------------------------------------------------------------
 Node::Node() { ++g_live_nodes; }
@@ -106,15 +82,15 @@ NonFinite scan(const Tensor& t) {
 }
 
 // Anomaly mode, forward: does `out` hold a NaN (or, except from `where`, an infinity) that no input had?
-void check_output(Op op, const Tensor& out, const std::vector<InputGrad>& inputs) {
+void check_output(Op op, const Tensor& out, const std::vector<Tensor>& inputs) {
   const NonFinite o = scan(out);
   if (!o.nan && !o.inf) return;
   NonFinite in;
   std::string shapes;
-  for (const InputGrad& i : inputs) {
-    const NonFinite s = scan(i.input);
+  for (const Tensor& i : inputs) {
+    const NonFinite s = scan(i);
     in.nan |= s.nan, in.inf |= s.inf;
-    if (i.input.defined()) shapes += (shapes.empty() ? "" : ", ") + to_string(i.input.shape());
+    if (i.defined()) shapes += (shapes.empty() ? "" : ", ") + to_string(i.shape());
   }
   const bool new_nan = o.nan && !in.nan, new_inf = o.inf && !in.inf && op != Op::where;
   if (new_nan || new_inf)
@@ -124,19 +100,23 @@ void check_output(Op op, const Tensor& out, const std::vector<InputGrad>& inputs
 
 }  // namespace
 
-void record(Op op, Tensor& out, std::vector<InputGrad> inputs, std::vector<Tensor> saved) {
+void record(Op op, Tensor& out, const std::vector<Tensor>& inputs, BackwardFn backward,
+            const std::vector<Tensor>& saved) {
   if (!grad_enabled()) return;
   if (detect_anomaly()) check_output(op, out, inputs);
   std::vector<Edge> edges;
-  for (InputGrad& in : inputs) {
-    if (!in.input.defined() || !in.input.requires_grad()) continue;  // its closure is dropped here
-    edges.push_back({gradient_sink(in.input), std::move(in.grad), in.input.shape()});
+  bool any = false;
+  for (const Tensor& in : inputs) {
+    const bool wants = in.defined() && in.requires_grad();
+    edges.push_back({wants ? gradient_sink(in) : nullptr, in.defined() ? in.shape() : Shape{}});
+    any |= wants;
   }
-  if (edges.empty()) return;
+  if (!any) return;  // `backward` and the tensors it captured are dropped here
   auto node = std::make_shared<Node>();
   node->op = op;
   node->shape = out.shape();
   node->dtype = out.dtype();
+  node->backward = std::move(backward);
   node->edges = std::move(edges);
   for (const Tensor& s : saved)
     if (s.defined()) node->saved.push_back({s.impl()->storage, s.version()});
@@ -156,8 +136,8 @@ std::vector<Node*> topological_order(Node* root) {
   while (!stack.empty()) {
     auto& [node, next] = stack.back();
     if (next < node->edges.size()) {
-      Node* child = node->edges[next++].to.get();
-      if (seen.insert(child).second) stack.emplace_back(child, 0);
+      Node* child = node->edges[next++].to.get();  // null: that input needs no gradient
+      if (child && seen.insert(child).second) stack.emplace_back(child, 0);
     } else {
       order.push_back(node);
       stack.pop_back();
@@ -230,12 +210,21 @@ void Tensor::backward(const Tensor& grad, bool retain_graph) const {
                       "the first backward; pass retain_graph=true to the first call",
                       op_info(node->op).name));
     check_saved(*node);
-    const bool check = detect_anomaly();
-    const NonFinite g_bad = check ? scan(g) : NonFinite{};
+    const Gradients grads = node->backward(g);
+    if (grads.size() != node->edges.size())  // an engine bug, never a user error
+      throw Error(fmt::format("internal: backward of '{}' returned {} gradients for {} inputs", op_info(node->op).name,
+                              grads.size(), node->edges.size()));
+    const NonFinite g_bad = detect_anomaly() ? scan(g) : NonFinite{};
     for (std::size_t k = 0; k < node->edges.size(); ++k) {
       const Edge& e = node->edges[k];
-      Tensor gi = e.grad(g);
-      if (check) {
+      if (!e.to) continue;  // this input needs no gradient
+      const Tensor& gi = grads[k];
+      if (!gi.defined() || gi.shape() != e.input_shape)  // an engine bug, never a user error
+        throw Error(fmt::format("internal: backward of '{}' produced {} for input {} of shape {}",
+                                op_info(node->op).name,
+                                gi.defined() ? "a gradient of shape " + to_string(gi.shape()) : "no gradient", k,
+                                to_string(e.input_shape)));
+      if (detect_anomaly()) {
         const NonFinite bad = scan(gi);
         if ((bad.nan && !g_bad.nan) || (bad.inf && !g_bad.inf))
           throw AnomalyError(fmt::format(
@@ -244,11 +233,6 @@ void Tensor::backward(const Tensor& grad, bool retain_graph) const {
               op_info(node->op).name, node->scope && !node->scope->empty() ? " (forward in " + *node->scope + ")" : "",
               bad.nan && !g_bad.nan ? "NaN" : "infinity", k, to_string(e.input_shape), to_string(g.shape())));
       }
-      if (gi.shape() != e.input_shape)  // an engine bug, never a user error
-        throw Error(
-            fmt::format("internal: backward of '{}' produced a gradient of shape {} for an input of "
-                        "shape {}",
-                        op_info(node->op).name, to_string(gi.shape()), to_string(e.input_shape)));
       auto [slot, fresh] = pending.try_emplace(e.to.get(), gi);
       if (!fresh) slot->second = add(slot->second, gi);
     }
@@ -257,7 +241,7 @@ void Tensor::backward(const Tensor& grad, bool retain_graph) const {
   if (!retain_graph) {
     for (Node* node : order) {
       if (node->is_accumulator()) continue;
-      for (Edge& e : node->edges) e.grad = nullptr;  // frees what the closures captured
+      node->backward = nullptr;  // frees what the closure captured
       node->released = true;
     }
   }

@@ -4,7 +4,7 @@
 
 #include <unordered_map>
 
-#include "autograd/node.h"
+#include "autograd/engine.h"
 
 namespace stepformer {
 
@@ -36,6 +36,7 @@ std::string to_dot(const Tensor& root) {
     }
     dot += fmt::format("  n{} [label=\"{}\\n{}\", shape=box];\n", id, op_info(n->op).name, to_string(n->shape));
     for (const Edge& e : n->edges) {
+      if (!e.to) continue;  // an input that needs no gradient is not part of the graph
       auto [it, fresh] = ids.try_emplace(e.to.get(), static_cast<int>(ids.size()));
       if (fresh) todo.push_back(e.to.get());
       edges += fmt::format("  n{} -> n{};\n", it->second, id);  // forward direction: input -> op

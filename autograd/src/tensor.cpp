@@ -5,8 +5,8 @@
 
 #include <cstring>
 
+#include "autograd/engine.h"
 #include "autograd/errors.h"
-#include "autograd/node.h"
 #include "autograd/ops.h"
 #include "ops/common.h"
 

@@ -191,7 +191,7 @@ std::set<std::string> ops_in_graph(const Tensor& root) {
     todo.pop_back();
     if (!n || !seen.insert(n).second || n->is_accumulator()) continue;
     names.insert(op_info(n->op).name);
-    for (const Edge& e : n->edges) todo.push_back(e.to.get());
+    for (const Edge& e : n->edges) todo.push_back(e.to.get());  // null entries are skipped above
   }
   return names;
 }

@@ -4,9 +4,9 @@
 
 #include <initializer_list>
 
+#include "autograd/engine.h"
 #include "autograd/errors.h"
 #include "autograd/grad_mode.h"
-#include "autograd/node.h"
 #include "autograd/ops.h"
 #include "autograd/tensor.h"
 

@@ -43,46 +43,48 @@ Tensor floating_unary(const char* op, UnaryOp kind, const Tensor& a, double alph
 
 Tensor add(const Tensor& a, const Tensor& b) {
   Tensor out = arith("add", BinaryOp::add, a, b);
-  record(Op::add, out,
-         {{a, [s = a.shape()](const Tensor& g) { return sum_to(g, s); }},
-          {b, [s = b.shape()](const Tensor& g) { return sum_to(g, s); }}});
+  record(Op::add, out, {a, b}, [sa = a.shape(), sb = b.shape()](const Tensor& g) -> Gradients {
+    return {sum_to(g, sa), sum_to(g, sb)};
+  });
   return out;
 }
 
 Tensor sub(const Tensor& a, const Tensor& b) {
   Tensor out = arith("sub", BinaryOp::sub, a, b);
-  record(Op::sub, out,
-         {{a, [s = a.shape()](const Tensor& g) { return sum_to(g, s); }},
-          {b, [s = b.shape()](const Tensor& g) { return neg(sum_to(g, s)); }}});
+  record(Op::sub, out, {a, b},
+         [sa = a.shape(), sb = b.shape(), b_needs = b.requires_grad()](const Tensor& g) -> Gradients {
+           return {sum_to(g, sa), b_needs ? neg(sum_to(g, sb)) : Tensor()};
+         });
   return out;
 }
 
 Tensor mul(const Tensor& a, const Tensor& b) {
   Tensor out = arith("mul", BinaryOp::mul, a, b);
   const Tensor sa = a.detach(), sb = b.detach();  // detached: a saved tensor must not own the graph
-  record(Op::mul, out,
-         {{a,
-           [sa, sb](const Tensor& g) -> Tensor {  // -> Tensor: a stub that only throws still returns one
-             // EXERCISE 0.1 (5 points, needs 0.3 0.4): the gradient of a * b with respect to a, then to b below.
-             return sum_to(mul(g, sb), sa.shape());
-             // END EXERCISE
-           }},
-          {b,
-           [sa, sb](const Tensor& g) -> Tensor {
-             // EXERCISE 0.1 (continued)
-             return sum_to(mul(g, sa), sb.shape());
-             // END EXERCISE
-           }}},
-         {a, b});
+  // x * 0.5 multiplies by a constant: its gradient (a whole reduction) would be thrown away.
+  const bool a_needs = a.requires_grad(), b_needs = b.requires_grad();
+  record(
+      Op::mul, out, {a, b},
+      [sa, sb, a_needs, b_needs](const Tensor& g) -> Gradients {  // -> Gradients: a stub that only throws returns one
+        // EXERCISE 0.1 (5 points, needs 0.3 0.4): the gradients of a * b with respect to a and to b (skip one whose
+        // input needs none).
+        return {a_needs ? sum_to(mul(g, sb), sa.shape()) : Tensor(),
+                b_needs ? sum_to(mul(g, sa), sb.shape()) : Tensor()};
+        // END EXERCISE
+      },
+      {a, b});
   return out;
 }
 
 Tensor div(const Tensor& a, const Tensor& b) {
   Tensor out = arith("div", BinaryOp::div, a, b);
   const Tensor sa = a.detach(), sb = b.detach();
-  record(Op::div, out,
-         {{a, [sa, sb](const Tensor& g) { return sum_to(div(g, sb), sa.shape()); }},
-          {b, [sa, sb](const Tensor& g) { return sum_to(neg(div(mul(g, sa), mul(sb, sb))), sb.shape()); }}},
+  const bool a_needs = a.requires_grad(), b_needs = b.requires_grad();
+  record(Op::div, out, {a, b},
+         [sa, sb, a_needs, b_needs](const Tensor& g) -> Gradients {
+           return {a_needs ? sum_to(div(g, sb), sa.shape()) : Tensor(),
+                   b_needs ? sum_to(neg(div(mul(g, sa), mul(sb, sb))), sb.shape()) : Tensor()};
+         },
          {a, b});
   return out;
 }
@@ -91,42 +93,42 @@ Tensor neg(const Tensor& a) {
   check_operands("neg", {&a});
   if (a.dtype() == DType::boolean) throw DTypeError("neg: cannot negate a bool tensor; use logical_not");
   Tensor out = unary_kernel(UnaryOp::neg, a);
-  record(Op::neg, out, {{a, [](const Tensor& g) { return neg(g); }}});
+  record(Op::neg, out, {a}, [](const Tensor& g) -> Gradients { return {neg(g)}; });
   return out;
 }
 
 Tensor pow(const Tensor& a, double p) {
   Tensor out = floating_unary("pow", UnaryOp::pow, a, p);
   const Tensor sa = a.detach();
-  record(Op::pow, out, {{a, [sa, p](const Tensor& g) { return mul(g, pow(sa, p - 1.0) * p); }}}, {a});
+  record(Op::pow, out, {a}, [sa, p](const Tensor& g) -> Gradients { return {mul(g, pow(sa, p - 1.0) * p)}; }, {a});
   return out;
 }
 
 Tensor exp(const Tensor& a) {
   Tensor out = floating_unary("exp", UnaryOp::exp, a);
   const Tensor y = out.detach();
-  record(Op::exp, out, {{a, [y](const Tensor& g) { return mul(g, y); }}}, {y});
+  record(Op::exp, out, {a}, [y](const Tensor& g) -> Gradients { return {mul(g, y)}; }, {y});
   return out;
 }
 
 Tensor log(const Tensor& a) {
   Tensor out = floating_unary("log", UnaryOp::log, a);
   const Tensor sa = a.detach();
-  record(Op::log, out, {{a, [sa](const Tensor& g) { return div(g, sa); }}}, {a});
+  record(Op::log, out, {a}, [sa](const Tensor& g) -> Gradients { return {div(g, sa)}; }, {a});
   return out;
 }
 
 Tensor sqrt(const Tensor& a) {
   Tensor out = floating_unary("sqrt", UnaryOp::sqrt, a);
   const Tensor y = out.detach();
-  record(Op::sqrt, out, {{a, [y](const Tensor& g) { return div(g, y * 2.0); }}}, {y});
+  record(Op::sqrt, out, {a}, [y](const Tensor& g) -> Gradients { return {div(g, y * 2.0)}; }, {y});
   return out;
 }
 
 Tensor rsqrt(const Tensor& a) {
   Tensor out = floating_unary("rsqrt", UnaryOp::rsqrt, a);
   const Tensor y = out.detach();
-  record(Op::rsqrt, out, {{a, [y](const Tensor& g) { return mul(g, pow(y, 3.0) * -0.5); }}}, {y});
+  record(Op::rsqrt, out, {a}, [y](const Tensor& g) -> Gradients { return {mul(g, pow(y, 3.0) * -0.5)}; }, {y});
   return out;
 }
 
@@ -136,8 +138,10 @@ namespace {
 Tensor activation(Op op, const char* name, UnaryOp forward, BinaryOp backward, const Tensor& a, bool saves_output) {
   Tensor out = floating_unary(name, forward, a);
   const Tensor saved = saves_output ? out.detach() : a.detach();
-  record(op, out,
-         {{a, [saved, backward](const Tensor& g) { return binary_kernel("backward", backward, g, saved, g.dtype()); }}},
+  record(op, out, {a},
+         [saved, backward](const Tensor& g) -> Gradients {
+           return {binary_kernel("backward", backward, g, saved, g.dtype())};
+         },
          {saved});
   return out;
 }
@@ -187,10 +191,14 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   Tensor out = empty_as(a, shape);
   a.backend().where(out.desc(), broadcast_desc(cond, shape), broadcast_desc(a, shape), broadcast_desc(b, shape));
   const Tensor c = cond.detach();
-  record(Op::where, out,
-         {{a, [c, s = a.shape()](const Tensor& g) { return sum_to(where(c, g, detail::scalar_like(g, 0)), s); }},
-          {b, [c, s = b.shape()](const Tensor& g) { return sum_to(where(c, detail::scalar_like(g, 0), g), s); }}},
-         {cond});
+  const bool a_needs = a.requires_grad(), b_needs = b.requires_grad();
+  record(
+      Op::where, out, {a, b},
+      [c, sa = a.shape(), sb = b.shape(), a_needs, b_needs](const Tensor& g) -> Gradients {
+        const Tensor zero = detail::scalar_like(g, 0);
+        return {a_needs ? sum_to(where(c, g, zero), sa) : Tensor(), b_needs ? sum_to(where(c, zero, g), sb) : Tensor()};
+      },
+      {cond});
   return out;
 }
 
@@ -210,7 +218,7 @@ Tensor Tensor::to(DType target) const {
   Tensor out = empty(shape(), {target, device(), false});
   backend().unary(UnaryOp::copy, out.desc(), desc(), 0.0);
   if (is_floating(target))
-    record(Op::to_dtype, out, {{*this, [from = dtype()](const Tensor& g) { return g.to(from); }}});
+    record(Op::to_dtype, out, {*this}, [from = dtype()](const Tensor& g) -> Gradients { return {g.to(from)}; });
   return out;
 }
 
@@ -225,7 +233,7 @@ Tensor Tensor::to(Device target) const {
   Tensor out = empty(shape(), {dtype(), target, false});
   if (bytes) out.backend().copy_from_host(out.desc().data, host.data(), bytes);
   if (is_floating(dtype()))
-    record(Op::to_device, out, {{*this, [from = device()](const Tensor& g) { return g.to(from); }}});
+    record(Op::to_device, out, {*this}, [from = device()](const Tensor& g) -> Gradients { return {g.to(from)}; });
   return out;
 }
 

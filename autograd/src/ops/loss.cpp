@@ -35,11 +35,11 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, std::int64_t i
     return reshape(d, shape);
   };
   Tensor out;
-  GradFn backward;
+  std::function<Tensor(const Tensor&)> grad_of_logits;  // from the output's gradient
   const std::int64_t n = x.size(0);
   if (reduction == Reduction::none) {
     out = detail::make_view(losses, targets.shape(), contiguous_strides(targets.shape()), 0);
-    backward = [grad_logits](const Tensor& g) { return grad_logits(contiguous(reshape(g, {-1}))); };
+    grad_of_logits = [grad_logits](const Tensor& g) { return grad_logits(contiguous(reshape(g, {-1}))); };
   } else {
     double divisor = 1.0;
     if (reduction == Reduction::mean) {
@@ -51,11 +51,12 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, std::int64_t i
       NoGradGuard no_grad;
       out = sum(losses) / divisor;
     }
-    backward = [grad_logits, n, divisor](const Tensor& g) {
+    grad_of_logits = [grad_logits, n, divisor](const Tensor& g) {
       return grad_logits(expand(reshape(g / divisor, {1}), {n}));
     };
   }
-  record(Op::cross_entropy, out, {{logits, backward}}, {logits, targets});
+  record(Op::cross_entropy, out, {logits},
+         [grad_of_logits](const Tensor& g) -> Gradients { return {grad_of_logits(g)}; }, {logits, targets});
   return out;
 }
 

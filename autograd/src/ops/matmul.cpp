@@ -22,20 +22,18 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b) {
   };
   Tensor out = detail::empty_as(a, with(M, N));
   a.backend().gemm(out.desc(), detail::broadcast_desc(a, with(M, K)), detail::broadcast_desc(b, with(K, N)), 1.0, 0.0);
-  const Tensor sa = a.detach(), sb = b.detach();
-  record(Op::matmul, out,
-         {{a,
-           [sb, s = a.shape()](const Tensor& g) -> Tensor {  // -> Tensor: a stub that only throws returns one
-             // EXERCISE 0.2 (5 points, needs 0.3 0.4): the gradient of a @ b with respect to a, then to b below.
-             return sum_to(matmul_nd(g, transpose(sb, -1, -2)), s);
-             // END EXERCISE
-           }},
-          {b,
-           [sa, s = b.shape()](const Tensor& g) -> Tensor {
-             // EXERCISE 0.2 (continued)
-             return sum_to(matmul_nd(transpose(sa, -1, -2), g), s);
-             // END EXERCISE
-           }}},
+  // Each gradient reads only the other operand: keep an operand alive only if the other one needs it.
+  const bool a_needs = a.requires_grad(), b_needs = b.requires_grad();
+  const Tensor sa = b_needs ? a.detach() : Tensor(), sb = a_needs ? b.detach() : Tensor();
+  record(Op::matmul, out, {a, b},
+         [sa, sb, a_shape = a.shape(),
+          b_shape = b.shape()](const Tensor& g) -> Gradients {  // a stub returns Gradients too
+           // EXERCISE 0.2 (5 points, needs 0.3 0.4): the gradients of a @ b with respect to a and to b (a saved operand
+           // is undefined when the other needs no gradient).
+           return {sb.defined() ? sum_to(matmul_nd(g, transpose(sb, -1, -2)), a_shape) : Tensor(),
+                   sa.defined() ? sum_to(matmul_nd(transpose(sa, -1, -2), g), b_shape) : Tensor()};
+           // END EXERCISE
+         },
          {a, b});
   return out;
 }

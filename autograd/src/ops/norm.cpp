@@ -28,34 +28,21 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
   xc.backend().layer_norm_forward(y.desc(), mean.desc(), rstd.desc(), xc.desc(), w.defined() ? w.desc() : none,
                                   b.defined() ? b.desc() : none, eps);
 
-  // One backward kernel yields all three gradients. The engine asks each edge for its own with the
-  // same g, so the first edge runs the kernel and the others read the cache (which holds g itself, so
-  // the identity test cannot be fooled by a reused address).
-  struct Grads {
-    Tensor dx, dw, db;
-  };
+  // One backward kernel yields all three gradients.
   const Tensor sx = xc.detach(), sw = w.defined() ? w.detach() : Tensor();
-  auto grads = [sx, sw, mean, rstd, has_bias = b.defined()](const Tensor& g) {
-    const Tensor gc = contiguous(g);
-    Grads r{detail::empty_as(gc, gc.shape()), Tensor(), Tensor()};
-    const Shape d{gc.size(-1)};
-    if (sw.defined()) r.dw = detail::empty_as(gc, d);
-    if (has_bias) r.db = detail::empty_as(gc, d);
-    const TensorDesc none{};
-    gc.backend().layer_norm_backward(r.dx.desc(), r.dw.defined() ? r.dw.desc() : none,
-                                     r.db.defined() ? r.db.desc() : none, gc.desc(), sx.desc(), mean.desc(),
-                                     rstd.desc(), sw.defined() ? sw.desc() : none);
-    return r;
-  };
-  auto cache = std::make_shared<std::pair<Tensor, Grads>>();
-  auto cached = [grads, cache](const Tensor& g) -> const Grads& {
-    if (!cache->first.is_same(g)) *cache = {g, grads(g)};
-    return cache->second;
-  };
-  record(Op::layer_norm, y,
-         {{xc, [cached](const Tensor& g) { return cached(g).dx; }},
-          {w, [cached](const Tensor& g) { return cached(g).dw; }},
-          {b, [cached](const Tensor& g) { return cached(g).db; }}},
+  record(Op::layer_norm, y, {xc, w, b},
+         [sx, sw, mean, rstd, has_bias = b.defined()](const Tensor& g) -> Gradients {
+           const Tensor gc = contiguous(g);
+           const Shape d{gc.size(-1)};
+           Tensor dx = detail::empty_as(gc, gc.shape());                   // [..., D]
+           Tensor dw = sw.defined() ? detail::empty_as(gc, d) : Tensor();  // [D]
+           Tensor db = has_bias ? detail::empty_as(gc, d) : Tensor();      // [D]
+           const TensorDesc none{};
+           gc.backend().layer_norm_backward(dx.desc(), dw.defined() ? dw.desc() : none, db.defined() ? db.desc() : none,
+                                            gc.desc(), sx.desc(), mean.desc(), rstd.desc(),
+                                            sw.defined() ? sw.desc() : none);
+           return {dx, dw, db};
+         },
          {xc, w, b});
   return y;
 }

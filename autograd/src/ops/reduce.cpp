@@ -52,7 +52,8 @@ Tensor sum(const Tensor& a, const std::vector<std::int64_t>& dims, bool keepdim)
   const Shape kept = keepdim_shape(a, mask);
   Tensor out = reduce_kernel(ReduceOp::sum, a, kept);
   if (!keepdim) out = detail::make_view(out, dropped_shape(a, mask), contiguous_strides(dropped_shape(a, mask)), 0);
-  record(Op::sum, out, {{a, [kept, s = a.shape()](const Tensor& g) { return expand(as_keepdim(g, kept), s); }}});
+  record(Op::sum, out, {a},
+         [kept, s = a.shape()](const Tensor& g) -> Gradients { return {expand(as_keepdim(g, kept), s)}; });
   return out;
 }
 
@@ -66,9 +67,9 @@ Tensor mean(const Tensor& a, const std::vector<std::int64_t>& dims, bool keepdim
   Tensor total = reduce_kernel(ReduceOp::sum, a, kept);
   Tensor out = detail::empty_as(a, keepdim ? kept : dropped_shape(a, mask));
   a.backend().unary(UnaryOp::scale, out.desc(), reshape(total, out.shape()).desc(), 1.0 / static_cast<double>(count));
-  record(Op::mean, out, {{a, [kept, count, s = a.shape()](const Tensor& g) {
-                            return expand(as_keepdim(g, kept), s) / static_cast<double>(count);
-                          }}});
+  record(Op::mean, out, {a}, [kept, count, s = a.shape()](const Tensor& g) -> Gradients {
+    return {expand(as_keepdim(g, kept), s) / static_cast<double>(count)};
+  });
   return out;
 }
 
@@ -81,13 +82,12 @@ Tensor max(const Tensor& a, const std::vector<std::int64_t>& dims, bool keepdim)
   Tensor out = keepdim ? kept_out : reshape(kept_out, dropped_shape(a, mask));
   // Gradient goes to the maxima; ties share it equally (torch.amax), so the sum of the gradient is kept.
   const Tensor sa = a.detach(), y = kept_out.detach();
-  record(Op::max, out,
-         {{a,
-           [sa, y, kept, dims](const Tensor& g) {
-             const Tensor hit = eq(sa, y).to(g.dtype());  // [a.shape] 1 at maxima
-             const Tensor count = sum(hit, dims, true);   // [kept]
-             return mul(hit, as_keepdim(g, kept) / count);
-           }}},
+  record(Op::max, out, {a},
+         [sa, y, kept, dims](const Tensor& g) -> Gradients {
+           const Tensor hit = eq(sa, y).to(g.dtype());  // [a.shape] 1 at maxima
+           const Tensor count = sum(hit, dims, true);   // [kept]
+           return {mul(hit, as_keepdim(g, kept) / count)};
+         },
          {a});
   return out;
 }

@@ -61,18 +61,8 @@ std::optional<Shape> view_strides(const Shape& old_shape, const Shape& old_strid
 }
 
 Tensor record_view(Tensor out, const Tensor& a) {
-  record(Op::view, out, {{a, [s = a.shape()](const Tensor& g) { return reshape(g, s); }}});
+  record(Op::view, out, {a}, [s = a.shape()](const Tensor& g) -> Gradients { return {reshape(g, s)}; });
   return out;
-}
-
-// The gradient of a window (narrow/slice): zeros of the input's shape with g written into the window.
-GradFn scatter_into_window(const Shape& input_shape, std::function<Tensor(const Tensor&)> window) {
-  return [input_shape, window](const Tensor& g) {
-    Tensor full_grad = zeros(input_shape, {g.dtype(), g.device(), false});
-    Tensor w = window(full_grad);
-    copy_(w, g);
-    return full_grad;
-  };
 }
 
 }  // namespace
@@ -111,7 +101,7 @@ Tensor permute(const Tensor& a, const std::vector<std::int64_t>& dims) {
     strides[i] = a.strides()[d];
   }
   Tensor out = make_view(a, shape, strides, a.offset());
-  record(Op::permute, out, {{a, [inverse](const Tensor& g) { return permute(g, inverse); }}});
+  record(Op::permute, out, {a}, [inverse](const Tensor& g) -> Gradients { return {permute(g, inverse)}; });
   return out;
 }
 
@@ -149,9 +139,13 @@ Tensor slice(const Tensor& a, std::int64_t dim, std::int64_t start, std::int64_t
   strides[d] *= step;
   Tensor out = make_view(a, shape, strides, a.offset() + start * a.strides()[d]);
   const auto di = static_cast<std::int64_t>(d);
-  record(Op::narrow, out, {{a, scatter_into_window(a.shape(), [di, start, end, step](const Tensor& t) {
-                              return slice(t, di, start, end, step);
-                            })}});
+  // The gradient of a window: zeros of the input's shape with g written into the window.
+  record(Op::narrow, out, {a}, [s = a.shape(), di, start, end, step](const Tensor& g) -> Gradients {
+    Tensor full_grad = zeros(s, {g.dtype(), g.device(), false});
+    Tensor window = slice(full_grad, di, start, end, step);
+    copy_(window, g);
+    return {full_grad};
+  });
   return out;
 }
 
@@ -195,7 +189,7 @@ Tensor expand(const Tensor& a, const Shape& requested) {
   }
   if (shape == a.shape()) return a;
   Tensor out = make_view(a, shape, strides, a.offset());
-  record(Op::expand, out, {{a, [s = a.shape()](const Tensor& g) { return sum_to(g, s); }}});
+  record(Op::expand, out, {a}, [s = a.shape()](const Tensor& g) -> Gradients { return {sum_to(g, s)}; });
   return out;
 }
 
@@ -204,7 +198,7 @@ Tensor contiguous(const Tensor& a) {
   if (a.is_contiguous()) return a;
   Tensor out = detail::empty_as(a, a.shape());
   a.backend().unary(UnaryOp::copy, out.desc(), a.desc(), 0.0);
-  record(Op::contiguous, out, {{a, [](const Tensor& g) { return g; }}});
+  record(Op::contiguous, out, {a}, [](const Tensor& g) -> Gradients { return {g}; });
   return out;
 }
 
@@ -225,7 +219,7 @@ Tensor cat(const std::vector<Tensor>& tensors, std::int64_t dim) {
     shape[d] += t.shape()[d];
   }
   Tensor out = detail::empty_as(first, shape);
-  std::vector<InputGrad> inputs;
+  std::vector<std::int64_t> starts;  // where each input begins along dim d
   std::int64_t start = 0;
   const auto di = static_cast<std::int64_t>(d);
   for (const Tensor& t : tensors) {
@@ -235,10 +229,17 @@ Tensor cat(const std::vector<Tensor>& tensors, std::int64_t dim) {
       Tensor window = narrow(out, di, start, len);
       copy_(window, t);
     }
-    inputs.push_back({t, [di, start, len](const Tensor& g) { return narrow(g, di, start, len); }});
+    starts.push_back(start);
     start += len;
   }
-  record(Op::cat, out, std::move(inputs));
+  record(Op::cat, out, tensors, [di, starts, end = start](const Tensor& g) -> Gradients {
+    Gradients grads;
+    for (std::size_t i = 0; i < starts.size(); ++i) {
+      const std::int64_t next = i + 1 < starts.size() ? starts[i + 1] : end;
+      grads.push_back(narrow(g, di, starts[i], next - starts[i]));
+    }
+    return grads;
+  });
   return out;
 }
 
