@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "autograd/cpu_gemm.h"
+#include "cpu/gemm.h"
 #include "timing.h"
 
 using namespace stepformer;

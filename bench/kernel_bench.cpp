@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "autograd/autograd.h"
-#include "autograd/cpu_gemm.h"
+#include "cpu/gemm.h"
 #include "timing.h"
 
 using namespace stepformer;

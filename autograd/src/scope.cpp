@@ -1,17 +1,14 @@
-// Scopes (the module path in error messages) and the anomaly-mode switch.
+// Scopes: the module path in error messages.
 #include "autograd/scope.h"
 
-#include <atomic>
 #include <vector>
 
-#include "autograd/anomaly.h"
 #include "autograd/errors.h"
 
 namespace stepformer {
 
 namespace {
 thread_local std::vector<std::shared_ptr<const std::string>> scopes;
-std::atomic<bool> anomaly{false};
 }  // namespace
 
 ScopeGuard::ScopeGuard(std::shared_ptr<const std::string> name) { scopes.push_back(std::move(name)); }
@@ -23,8 +20,5 @@ std::string with_scope(const std::string& message) {
   if (scopes.empty() || !scopes.back() || scopes.back()->empty()) return message;
   return *scopes.back() + ": " + message;
 }
-
-void set_detect_anomaly(bool on) { anomaly = on; }
-bool detect_anomaly() { return anomaly; }
 
 }  // namespace stepformer

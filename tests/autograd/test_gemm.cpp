@@ -4,7 +4,7 @@
 #include <random>
 
 #include "../helpers.h"
-#include "autograd/cpu_gemm.h"
+#include "cpu/gemm.h"
 
 using namespace stepformer;
 using namespace stepformer::cpu;
@@ -22,14 +22,15 @@ std::vector<T> random_values(std::size_t n, unsigned seed) {
 
 // C = alpha * A @ B + beta * C in long double, the slow obvious way.
 template <class T>
-void reference(std::int64_t M, std::int64_t N, std::int64_t K, T alpha, Strided<const T> a, Strided<const T> b, T beta,
-               Strided<T> c) {
+void reference(std::int64_t M, std::int64_t N, std::int64_t K, T alpha, MatrixView<const T> a, MatrixView<const T> b,
+               T beta, MatrixView<T> c) {
   for (std::int64_t i = 0; i < M; ++i)
     for (std::int64_t j = 0; j < N; ++j) {
       long double s = 0;
       for (std::int64_t k = 0; k < K; ++k)
-        s += static_cast<long double>(a.data[i * a.rows + k * a.cols]) * b.data[k * b.rows + j * b.cols];
-      T& x = c.data[i * c.rows + j * c.cols];
+        s += static_cast<long double>(a.data[i * a.row_stride + k * a.col_stride]) *
+             b.data[k * b.row_stride + j * b.col_stride];
+      T& x = c.data[i * c.row_stride + j * c.col_stride];
       x = static_cast<T>(alpha * s + (beta == 0 ? 0 : beta * static_cast<long double>(x)));
     }
 }
@@ -55,8 +56,8 @@ TEMPLATE_TEST_CASE("every GEMM micro-kernel matches the reference on odd sizes a
               INFO(kernel.name << " M=" << M << " N=" << N << " K=" << K << " trans_a=" << trans_a
                                << " trans_b=" << trans_b);
               const auto av = random_values<T>(M * K, 1), bv = random_values<T>(K * N, 2);
-              const Strided<const T> a{av.data(), trans_a ? 1 : K, trans_a ? M : 1};
-              const Strided<const T> b{bv.data(), trans_b ? 1 : N, trans_b ? K : 1};
+              const MatrixView<const T> a{av.data(), trans_a ? 1 : K, trans_a ? M : 1};
+              const MatrixView<const T> b{bv.data(), trans_b ? 1 : N, trans_b ? K : 1};
               // C with a row stride larger than N (a view into a wider matrix); beta != 0 reads it.
               auto got = random_values<T>(M * (N + 3), 3), want = got;
               const T alpha = T(0.5), beta = (M + N) % 2 ? T(0) : T(-2);
@@ -116,8 +117,8 @@ TEMPLATE_TEST_CASE("GEMM: small products take the direct path and agree with the
         for (const bool trans_b : {false, true}) {
           INFO("M=" << M << " N=" << N << " K=" << K << " trans_b=" << trans_b);
           const auto av = random_values<T>(M * K, 8), bv = random_values<T>(K * N, 9);
-          const Strided<const T> a{av.data(), 1, M};  // A transposed
-          const Strided<const T> b{bv.data(), trans_b ? 1 : N, trans_b ? K : 1};
+          const MatrixView<const T> a{av.data(), 1, M};  // A transposed
+          const MatrixView<const T> b{bv.data(), trans_b ? 1 : N, trans_b ? K : 1};
           auto got = random_values<T>(M * N * 2, 10), want = got;
           gemm<T>(M, N, K, T(1.5), a, b, T(0.5), {got.data(), 1, 2 * M});  // C transposed, every other column
           reference<T>(M, N, K, T(1.5), a, b, T(0.5), {want.data(), 1, 2 * M});

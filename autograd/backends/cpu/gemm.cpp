@@ -15,7 +15,7 @@
 // Packing is what makes any strides cheap: a transposed operand is read in its own order once, then
 // every micro-kernel streams unit-stride, zero-padded panels. Tiles at the edges of C (fewer than mr
 // rows or nr columns) and C with non-unit column stride go through a small buffer.
-#include "autograd/cpu_gemm.h"
+#include "gemm.h"
 
 #include <omp.h>
 
@@ -93,11 +93,11 @@ T* scratch(std::size_t slot, std::size_t count) {
 
 // B[pc:pc+kc, jc:jc+nc] -> panels of nr columns: panel p holds, for each k, its nr values (zero past N).
 template <class T>
-void pack_b_panel(const Strided<const T>& b, std::int64_t k0, std::int64_t kc, std::int64_t j0, std::int64_t n, int nr,
-                  T* dst) {
-  if (b.cols == 1) {
+void pack_b_panel(const MatrixView<const T>& b, std::int64_t k0, std::int64_t kc, std::int64_t j0, std::int64_t n,
+                  int nr, T* dst) {
+  if (b.col_stride == 1) {
     for (std::int64_t k = 0; k < kc; ++k) {
-      const T* src = b.data + (k0 + k) * b.rows + j0;
+      const T* src = b.data + (k0 + k) * b.row_stride + j0;
       T* row = dst + k * nr;
       std::int64_t j = 0;
       for (; j < n; ++j) row[j] = src[j];
@@ -109,21 +109,22 @@ void pack_b_panel(const Strided<const T>& b, std::int64_t k0, std::int64_t kc, s
         for (std::int64_t k = 0; k < kc; ++k) dst[k * nr + j] = T(0);
         continue;
       }
-      const T* src = b.data + k0 * b.rows + (j0 + j) * b.cols;
-      for (std::int64_t k = 0; k < kc; ++k) dst[k * nr + j] = src[k * b.rows];
+      const T* src = b.data + k0 * b.row_stride + (j0 + j) * b.col_stride;
+      for (std::int64_t k = 0; k < kc; ++k) dst[k * nr + j] = src[k * b.row_stride];
     }
   }
 }
 
 // A[ic:ic+mc, pc:pc+kc] -> panels of mr rows: panel p holds, for each k, its mr values (zero past M).
 template <class T>
-void pack_a(const Strided<const T>& a, std::int64_t i0, std::int64_t mc, std::int64_t k0, std::int64_t kc, int mr,
+void pack_a(const MatrixView<const T>& a, std::int64_t i0, std::int64_t mc, std::int64_t k0, std::int64_t kc, int mr,
             T* dst) {
   for (std::int64_t ip = 0; ip < mc; ip += mr, dst += kc * mr) {
     const std::int64_t m = std::min<std::int64_t>(mr, mc - ip);
-    if (a.rows == 1) {  // column-major A (a transposed operand, as in dW = dY^T X): a panel's k-th column is contiguous
+    if (a.row_stride ==
+        1) {  // column-major A (a transposed operand, as in dW = dY^T X): a panel's k-th column is contiguous
       for (std::int64_t k = 0; k < kc; ++k) {
-        const T* src = a.data + (i0 + ip) + (k0 + k) * a.cols;
+        const T* src = a.data + (i0 + ip) + (k0 + k) * a.col_stride;
         T* col = dst + k * mr;
         std::int64_t r = 0;
         for (; r < m; ++r) col[r] = src[r];
@@ -136,8 +137,8 @@ void pack_a(const Strided<const T>& a, std::int64_t i0, std::int64_t mc, std::in
         for (std::int64_t k = 0; k < kc; ++k) dst[k * mr + r] = T(0);
         continue;
       }
-      const T* src = a.data + (i0 + ip + r) * a.rows + k0 * a.cols;
-      for (std::int64_t k = 0; k < kc; ++k) dst[k * mr + r] = src[k * a.cols];
+      const T* src = a.data + (i0 + ip + r) * a.row_stride + k0 * a.col_stride;
+      for (std::int64_t k = 0; k < kc; ++k) dst[k * mr + r] = src[k * a.col_stride];
     }
   }
 }
@@ -148,39 +149,40 @@ constexpr std::int64_t kSmallWork = 1 << 16, kSmallN = 256;
 
 template <class T>
 [[gnu::always_inline]] inline void small_gemm_impl(std::int64_t M, std::int64_t N, std::int64_t K, T alpha,
-                                                   const Strided<const T>& a, const Strided<const T>& b, T beta,
-                                                   const Strided<T>& c) {
+                                                   const MatrixView<const T>& a, const MatrixView<const T>& b, T beta,
+                                                   const MatrixView<T>& c) {
   T acc[kSmallN];
   for (std::int64_t i = 0; i < M; ++i) {
     for (std::int64_t j = 0; j < N; ++j) acc[j] = T(0);
     for (std::int64_t k = 0; k < K; ++k) {
-      const T x = a.data[i * a.rows + k * a.cols];
-      const T* bk = b.data + k * b.rows;
-      if (b.cols == 1)
+      const T x = a.data[i * a.row_stride + k * a.col_stride];
+      const T* bk = b.data + k * b.row_stride;
+      if (b.col_stride == 1)
         for (std::int64_t j = 0; j < N; ++j) acc[j] += x * bk[j];
       else
-        for (std::int64_t j = 0; j < N; ++j) acc[j] += x * bk[j * b.cols];
+        for (std::int64_t j = 0; j < N; ++j) acc[j] += x * bk[j * b.col_stride];
     }
-    T* ci = c.data + i * c.rows;
-    for (std::int64_t j = 0; j < N; ++j) ci[j * c.cols] = alpha * acc[j] + (beta == 0 ? T(0) : beta * ci[j * c.cols]);
+    T* ci = c.data + i * c.row_stride;
+    for (std::int64_t j = 0; j < N; ++j)
+      ci[j * c.col_stride] = alpha * acc[j] + (beta == 0 ? T(0) : beta * ci[j * c.col_stride]);
   }
 }
 
 STEPFORMER_SIMD_CLONES void small_gemm(std::int64_t M, std::int64_t N, std::int64_t K, float alpha,
-                                       const Strided<const float>& a, const Strided<const float>& b, float beta,
-                                       const Strided<float>& c) {
+                                       const MatrixView<const float>& a, const MatrixView<const float>& b, float beta,
+                                       const MatrixView<float>& c) {
   small_gemm_impl(M, N, K, alpha, a, b, beta, c);
 }
-void small_gemm(std::int64_t M, std::int64_t N, std::int64_t K, double alpha, const Strided<const double>& a,
-                const Strided<const double>& b, double beta, const Strided<double>& c) {
+void small_gemm(std::int64_t M, std::int64_t N, std::int64_t K, double alpha, const MatrixView<const double>& a,
+                const MatrixView<const double>& b, double beta, const MatrixView<double>& c) {
   small_gemm_impl(M, N, K, alpha, a, b, beta, c);
 }
 
 template <class T>
-void scale(std::int64_t M, std::int64_t N, T beta, Strided<T> c) {
+void scale(std::int64_t M, std::int64_t N, T beta, MatrixView<T> c) {
   for (std::int64_t i = 0; i < M; ++i)
     for (std::int64_t j = 0; j < N; ++j) {
-      T& x = c.data[i * c.rows + j * c.cols];
+      T& x = c.data[i * c.row_stride + j * c.col_stride];
       x = beta == 0 ? T(0) : beta * x;
     }
 }
@@ -194,8 +196,8 @@ const std::vector<GemmKernel<T>>& gemm_kernels() {
 }
 
 template <class T>
-void gemm(std::int64_t M, std::int64_t N, std::int64_t K, T alpha, Strided<const T> a, Strided<const T> b, T beta,
-          Strided<T> c, int threads, const GemmKernel<T>* kernel) {
+void gemm(std::int64_t M, std::int64_t N, std::int64_t K, T alpha, MatrixView<const T> a, MatrixView<const T> b, T beta,
+          MatrixView<T> c, int threads, const GemmKernel<T>* kernel) {
   if (M <= 0 || N <= 0) return;
   if (K <= 0 || alpha == 0) return scale(M, N, beta, c);
   if (!kernel && N <= kSmallN && M * N * K <= kSmallWork) return small_gemm(M, N, K, alpha, a, b, beta, c);
@@ -241,17 +243,17 @@ void gemm(std::int64_t M, std::int64_t N, std::int64_t K, T alpha, Strided<const
             const std::int64_t j = jc + p * nr, n = std::min<std::int64_t>(nr, N - j);
             for (std::int64_t ip = 0; ip < mc; ip += mr) {
               const std::int64_t m = std::min<std::int64_t>(mr, mc - ip);
-              T* const cij = c.data + (ic + ip) * c.rows + j * c.cols;
+              T* const cij = c.data + (ic + ip) * c.row_stride + j * c.col_stride;
               const T* const ap = packed_a + ip * kc;
               const T* const bp = packed_b + p * kc * nr;
-              if (m == mr && n == nr && c.cols == 1) {
-                kn.run(kc, ap, bp, cij, c.rows, alpha, beta_here);
+              if (m == mr && n == nr && c.col_stride == 1) {
+                kn.run(kc, ap, bp, cij, c.row_stride, alpha, beta_here);
               } else {  // an edge tile: compute the full tile into a buffer, write back what exists
                 alignas(64) T tile[16 * 64];
                 kn.run(kc, ap, bp, tile, nr, T(1), T(0));
                 for (std::int64_t r = 0; r < m; ++r)
                   for (std::int64_t q = 0; q < n; ++q) {
-                    T& x = cij[r * c.rows + q * c.cols];
+                    T& x = cij[r * c.row_stride + q * c.col_stride];
                     x = alpha * tile[r * nr + q] + (beta_here == 0 ? T(0) : beta_here * x);
                   }
               }
@@ -265,10 +267,10 @@ void gemm(std::int64_t M, std::int64_t N, std::int64_t K, T alpha, Strided<const
 
 template const std::vector<GemmKernel<float>>& gemm_kernels<float>();
 template const std::vector<GemmKernel<double>>& gemm_kernels<double>();
-template void gemm<float>(std::int64_t, std::int64_t, std::int64_t, float, Strided<const float>, Strided<const float>,
-                          float, Strided<float>, int, const GemmKernel<float>*);
-template void gemm<double>(std::int64_t, std::int64_t, std::int64_t, double, Strided<const double>,
-                           Strided<const double>, double, Strided<double>, int, const GemmKernel<double>*);
+template void gemm<float>(std::int64_t, std::int64_t, std::int64_t, float, MatrixView<const float>,
+                          MatrixView<const float>, float, MatrixView<float>, int, const GemmKernel<float>*);
+template void gemm<double>(std::int64_t, std::int64_t, std::int64_t, double, MatrixView<const double>,
+                           MatrixView<const double>, double, MatrixView<double>, int, const GemmKernel<double>*);
 
 // Batched and broadcast matmul: one GEMM per batch index. Many small products (attention's [B, H, T, T])
 // run one per thread; a few large ones each use every thread.

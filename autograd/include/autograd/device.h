@@ -1,13 +1,15 @@
 #pragma once
-// Where a tensor's memory lives. `cpu` is always built; `cuda` (a real GPU) and `cuda_sim` (the same
-// CUDA kernels run on the CPU by autograd/cudasim) are registered by their backends when built.
+// Where a tensor's memory lives, and so which backend runs its kernels (backend_for, autograd/backend.h):
+// `cpu` (the fast CPU kernels, always built), `reference` (the plain loops every other backend is tested
+// against, always built), `cuda_sim` (the CUDA kernels run on the CPU by autograd/cudasim, always built)
+// and `cuda` (the same kernels on a real GPU, built when nvcc is found).
 #include <cstdint>
 #include <string>
 #include <string_view>
 
 namespace stepformer {
 
-enum class DeviceType : std::uint8_t { cpu, cuda, cuda_sim };
+enum class DeviceType : std::uint8_t { cpu, cuda, cuda_sim, reference };
 
 struct Device {
   DeviceType type = DeviceType::cpu;
@@ -23,6 +25,7 @@ constexpr std::string_view device_type_name(DeviceType t) {
     case DeviceType::cpu: return "cpu";
     case DeviceType::cuda: return "cuda";
     case DeviceType::cuda_sim: return "cuda-sim";
+    case DeviceType::reference: return "reference";
   }
   return "?";
 }
@@ -33,7 +36,8 @@ inline std::string device_name(Device d) {
   return name;
 }
 
-// "cpu", "cuda", "cuda-sim" (optionally ":0"); DeviceError for anything else. The device need not be built.
+// "cpu", "cuda", "cuda-sim", "reference" (optionally ":0"); DeviceError for anything else. The device need
+// not be built.
 Device parse_device(std::string_view name);
 
 // The device factories use when their Options name none (PyTorch: torch.set_default_device). Starts as

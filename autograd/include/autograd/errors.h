@@ -5,9 +5,9 @@
 #include <stdexcept>
 #include <string>
 
-namespace stepformer {
+#include "autograd/scope.h"
 
-std::string with_scope(const std::string& message);  // "<current scope>: <message>", or the message alone
+namespace stepformer {
 
 struct Error : std::runtime_error {
   explicit Error(const std::string& message) : std::runtime_error(with_scope(message)) {}

@@ -19,4 +19,7 @@ class ScopeGuard {
 // The innermost scope's name; null outside every scope.
 std::shared_ptr<const std::string> current_scope();
 
+// "<current scope>: <message>", or the message alone outside every scope (every Error's message).
+std::string with_scope(const std::string& message);
+
 }  // namespace stepformer

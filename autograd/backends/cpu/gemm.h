@@ -1,6 +1,7 @@
 #pragma once
-// The CPU GEMM on raw strided memory: C = alpha * A @ B + beta * C. The CPU backend's matmul calls it;
-// it is public so that tests can hold every micro-kernel to a reference and benchmarks can time them.
+// The CPU GEMM on raw strided memory: C = alpha * A @ B + beta * C. The CPU backend's gemm kernel calls it;
+// tests hold every micro-kernel to the reference backend, and benchmarks time them (they include this
+// backend-internal header by its folder).
 // How it works, loop by loop: docs/performance.md and autograd/backends/cpu/gemm.cpp.
 #include <cstdint>
 #include <string>
@@ -23,18 +24,19 @@ struct GemmKernel {
 template <class T>
 const std::vector<GemmKernel<T>>& gemm_kernels();
 
-// An operand: element (i, j) is at data[i * rows + j * cols] (any strides, including 0 and transposed).
+// An operand: element (i, j) is at data[i * row_stride + j * col_stride] (any strides, including 0 and
+// transposed: a column-major matrix has row_stride 1).
 template <class T>
-struct Strided {
+struct MatrixView {
   T* data;
-  std::int64_t rows, cols;
+  std::int64_t row_stride, col_stride;
 };
 
 // C[M, N] = alpha * A[M, K] @ B[K, N] + beta * C, on up to `threads` OpenMP threads (0: the default
 // count; 1: the caller's thread only). beta == 0 never reads C. Without an explicit kernel, products of
 // at most 65,536 multiply-adds (and N <= 256) take a direct loop instead of packing.
 template <class T>
-void gemm(std::int64_t M, std::int64_t N, std::int64_t K, T alpha, Strided<const T> a, Strided<const T> b, T beta,
-          Strided<T> c, int threads = 0, const GemmKernel<T>* kernel = nullptr);
+void gemm(std::int64_t M, std::int64_t N, std::int64_t K, T alpha, MatrixView<const T> a, MatrixView<const T> b, T beta,
+          MatrixView<T> c, int threads = 0, const GemmKernel<T>* kernel = nullptr);
 
 }  // namespace stepformer::cpu

@@ -1,0 +1,33 @@
+// Which backend serves a device. There is no registry: the devices are a fixed list, each backend one
+// instance behind a function of its own folder.
+#include "autograd/backend.h"
+
+#include <fmt/format.h>
+
+#include "autograd/errors.h"
+
+namespace stepformer {
+
+Backend& cpu_backend();       // backends/cpu: always built
+Backend& cuda_sim_backend();  // backends/cuda compiled against autograd/cudasim: always built
+#if defined(STEPFORMER_WITH_CUDA)
+Backend& cuda_backend();  // backends/cuda compiled by nvcc; throws DeviceError when no GPU is present
+#endif
+Backend& reference_backend();  // backends/reference: always built
+
+Backend& backend_for(Device device) {
+  if (device.index == 0) switch (device.type) {
+      case DeviceType::cpu: return cpu_backend();
+      case DeviceType::cuda_sim: return cuda_sim_backend();
+      case DeviceType::reference: return reference_backend();
+      case DeviceType::cuda:
+#if defined(STEPFORMER_WITH_CUDA)
+        return cuda_backend();
+#else
+        break;
+#endif
+    }
+  throw DeviceError(fmt::format("device {} is not built into this stepformer", device_name(device)));
+}
+
+}  // namespace stepformer
