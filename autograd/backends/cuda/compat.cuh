@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <string>
 
+#include "../elementwise_math.h"
 #include "autograd/errors.h"
 
 #if defined(__CUDACC__)
@@ -26,11 +27,6 @@
 // An exercise's stub inside a kernel (tools/exercises): a GPU cannot throw; the kernel stops.
 #define STEPFORMER_KERNEL_STUB(message) __trap()
 
-// Dynamic shared memory (the launch's `shared_bytes`) viewed as T[].
-#define DYNAMIC_SHARED(T, name)                    \
-  extern __shared__ unsigned char name##_bytes_[]; \
-  T* name = reinterpret_cast<T*>(name##_bytes_)
-
 namespace stepformer::STEPFORMER_CUDA_NS {
 template <class... Params, class... Args>
 void launch(void (*kernel)(Params...), dim3 grid, dim3 block, std::size_t shared_bytes, Args... args) {
@@ -44,7 +40,6 @@ void launch(void (*kernel)(Params...), dim3 grid, dim3 block, std::size_t shared
 
 #include "cudasim/cudasim.h"
 
-#define DYNAMIC_SHARED(T, name) CUDASIM_DYNAMIC_SHARED(T, name)
 // An exercise's stub inside a kernel (tools/exercises): kernels cannot throw, so the stub records its
 // message and the thread returns; launch() throws NotImplemented on the host.
 #define STEPFORMER_KERNEL_STUB(message) ::cudasim::kernel_not_implemented(message)
@@ -64,21 +59,7 @@ namespace stepformer::STEPFORMER_CUDA_NS {
 constexpr unsigned kFullMask = 0xffffffffu;
 constexpr int kWarp = 32;
 
-// Device math for T = float or double: CUDA names the float versions expf, logf, ...
-__device__ __forceinline__ float exp_(float x) { return expf(x); }
-__device__ __forceinline__ double exp_(double x) { return ::exp(x); }
-__device__ __forceinline__ float log_(float x) { return logf(x); }
-__device__ __forceinline__ double log_(double x) { return ::log(x); }
-__device__ __forceinline__ float sqrt_(float x) { return sqrtf(x); }
-__device__ __forceinline__ double sqrt_(double x) { return ::sqrt(x); }
-__device__ __forceinline__ float tanh_(float x) { return tanhf(x); }
-__device__ __forceinline__ double tanh_(double x) { return ::tanh(x); }
-__device__ __forceinline__ float erf_(float x) { return erff(x); }
-__device__ __forceinline__ double erf_(double x) { return ::erf(x); }
-__device__ __forceinline__ float pow_(float x, float p) { return powf(x, p); }
-__device__ __forceinline__ double pow_(double x, double p) { return ::pow(x, p); }
-__device__ __forceinline__ float nextafter_(float x, float y) { return nextafterf(x, y); }
-__device__ __forceinline__ double nextafter_(double x, double y) { return ::nextafter(x, y); }
+// Device math for T = float or double (exp_, log_, ...) is stepformer's, in ../elementwise_math.h.
 
 // Blocks for n elements at `threads` per block, capped: kernels loop with a grid stride past the cap.
 inline unsigned blocks_for(std::int64_t n, unsigned threads, std::int64_t cap = 4096) {

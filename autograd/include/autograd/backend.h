@@ -38,12 +38,20 @@ struct TensorDesc {
 };
 
 // Elementwise functions of one operand. `alpha` is the exponent of pow and the factor of scale.
-// `copy` also converts between dtypes (out.dtype may differ from in.dtype).
-enum class UnaryOp : std::uint8_t { copy, neg, exp, log, sqrt, rsqrt, tanh, relu, gelu, pow, scale, logical_not };
+// `copy` also converts between dtypes (out.dtype may differ from in.dtype). The formulas of these and of
+// BinaryOp are written once, for every backend, in autograd/backends/elementwise_math.h.
+#define STEPFORMER_UNARY_OPS(X) \
+  X(copy) X(neg) X(exp) X(log) X(sqrt) X(rsqrt) X(tanh) X(relu) X(gelu) X(pow) X(scale) X(logical_not)
 
 // Elementwise functions of two operands (broadcast by stride 0). The comparisons write booleans;
 // relu_backward(g, x) = g * (x > 0); gelu_backward(g, x) = g * gelu'(x); tanh_backward(g, y) = g*(1-y^2).
-enum class BinaryOp : std::uint8_t { add, sub, mul, div, eq, ne, lt, gt, relu_backward, gelu_backward, tanh_backward };
+#define STEPFORMER_BINARY_OPS(X) \
+  X(add) X(sub) X(mul) X(div) X(eq) X(ne) X(lt) X(gt) X(relu_backward) X(gelu_backward) X(tanh_backward)
+
+#define STEPFORMER_ENUM_VALUE(name) name,
+enum class UnaryOp : std::uint8_t { STEPFORMER_UNARY_OPS(STEPFORMER_ENUM_VALUE) };
+enum class BinaryOp : std::uint8_t { STEPFORMER_BINARY_OPS(STEPFORMER_ENUM_VALUE) };
+#undef STEPFORMER_ENUM_VALUE
 
 // Reductions: `out` has the input's ndim with size 1 in every reduced dimension.
 enum class ReduceOp : std::uint8_t { sum, max };
@@ -130,7 +138,5 @@ class Backend {
 
 // The backend of a device; throws DeviceError when that device is not built into this library.
 Backend& backend_for(Device device);
-// Called once by each backend's registration; `cpu` is always registered.
-void register_backend(Device device, Backend* backend);
 
 }  // namespace stepformer

@@ -1,0 +1,233 @@
+#pragma once
+// The elementwise functions of the Backend interface (UnaryOp, BinaryOp), written once for every backend:
+// the reference loops, the fast CPU backend and the CUDA kernels all call unary_value / binary_value, and
+// all turn a runtime op into these formulas through one dispatch, dispatch_unary / dispatch_binary.
+// Under nvcc the functions are __host__ __device__; under g++ (the CPU backends and cuda-sim) plain inline.
+//
+// A new UnaryOp or BinaryOp (backend.h's lists) without a formula here does not compile (the static_asserts
+// below); an op a dtype has no formula for throws DTypeError naming the op, the dtype and the device.
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <type_traits>
+
+#include "autograd/backend.h"
+#include "autograd/errors.h"
+#include "dispatch.h"
+
+#if defined(__CUDACC__)
+#define STEPFORMER_MATH_FN __host__ __device__ inline
+#else
+#define STEPFORMER_MATH_FN inline
+#endif
+
+namespace stepformer {
+
+// libm for float and for double (CUDA's device code names the float versions expf, logf, ...).
+STEPFORMER_MATH_FN float exp_(float x) { return expf(x); }
+STEPFORMER_MATH_FN double exp_(double x) { return ::exp(x); }
+STEPFORMER_MATH_FN float log_(float x) { return logf(x); }
+STEPFORMER_MATH_FN double log_(double x) { return ::log(x); }
+STEPFORMER_MATH_FN float sqrt_(float x) { return sqrtf(x); }
+STEPFORMER_MATH_FN double sqrt_(double x) { return ::sqrt(x); }
+STEPFORMER_MATH_FN float tanh_(float x) { return tanhf(x); }
+STEPFORMER_MATH_FN double tanh_(double x) { return ::tanh(x); }
+STEPFORMER_MATH_FN float pow_(float x, float p) { return powf(x, p); }
+STEPFORMER_MATH_FN double pow_(double x, double p) { return ::pow(x, p); }
+STEPFORMER_MATH_FN float nextafter_(float x, float y) { return nextafterf(x, y); }
+STEPFORMER_MATH_FN double nextafter_(double x, double y) { return ::nextafter(x, y); }
+
+// GELU, exact (erf) form as torch.nn.GELU(): x Phi(x), and its derivative Phi(x) + x phi(x), in double.
+STEPFORMER_MATH_FN double gelu_value(double x) { return 0.5 * x * (1.0 + ::erf(x * 0.70710678118654752440)); }
+STEPFORMER_MATH_FN double gelu_derivative(double x) {
+  return 0.5 * (1.0 + ::erf(x * 0.70710678118654752440)) + x * 0.39894228040143267794 * ::exp(-0.5 * x * x);
+}
+
+template <auto>
+inline constexpr bool kNoFormula = false;
+
+// y = op(x); alpha is pow's exponent and scale's factor. (copy converts dtypes: see dispatch_unary.)
+template <UnaryOp op, class T>
+STEPFORMER_MATH_FN T unary_value(T x, T alpha) {
+  if constexpr (op == UnaryOp::copy)
+    return x;
+  else if constexpr (op == UnaryOp::neg)
+    return -x;
+  else if constexpr (op == UnaryOp::exp)
+    return exp_(x);
+  else if constexpr (op == UnaryOp::log)
+    return log_(x);
+  else if constexpr (op == UnaryOp::sqrt)
+    return sqrt_(x);
+  else if constexpr (op == UnaryOp::rsqrt)
+    return T(1) / sqrt_(x);
+  else if constexpr (op == UnaryOp::tanh)
+    return tanh_(x);
+  else if constexpr (op == UnaryOp::relu)
+    return x > T(0) ? x : T(0);
+  else if constexpr (op == UnaryOp::gelu)
+    return static_cast<T>(gelu_value(x));
+  else if constexpr (op == UnaryOp::pow)
+    return pow_(x, alpha);
+  else if constexpr (op == UnaryOp::scale)
+    return x * alpha;
+  else if constexpr (op == UnaryOp::logical_not)
+    return !x;
+  else
+    static_assert(kNoFormula<op>, "unary_value: a UnaryOp without a formula");
+}
+
+// The result type of a binary op on T: the comparisons give bool.
+template <BinaryOp op, class T>
+using binary_result_t =
+    std::conditional_t<op == BinaryOp::eq || op == BinaryOp::ne || op == BinaryOp::lt || op == BinaryOp::gt, bool, T>;
+
+template <BinaryOp op, class T>
+STEPFORMER_MATH_FN binary_result_t<op, T> binary_value(T x, T y) {
+  if constexpr (op == BinaryOp::add)
+    return x + y;
+  else if constexpr (op == BinaryOp::sub)
+    return x - y;
+  else if constexpr (op == BinaryOp::mul)
+    return x * y;
+  else if constexpr (op == BinaryOp::div)
+    return x / y;
+  else if constexpr (op == BinaryOp::eq)
+    return x == y;
+  else if constexpr (op == BinaryOp::ne)
+    return x != y;
+  else if constexpr (op == BinaryOp::lt)
+    return x < y;
+  else if constexpr (op == BinaryOp::gt)
+    return x > y;
+  else if constexpr (op == BinaryOp::relu_backward)
+    return y > T(0) ? x : T(0);  // g, x
+  else if constexpr (op == BinaryOp::gelu_backward)
+    return x * static_cast<T>(gelu_derivative(y));  // g, x
+  else if constexpr (op == BinaryOp::tanh_backward)
+    return x * (T(1) - y * y);  // g, y
+  else
+    static_assert(kNoFormula<op>, "binary_value: a BinaryOp without a formula");
+}
+
+// The formulas as function objects, for kernels that take one as a parameter (CUDA kernels cannot take a
+// host lambda). UnaryFn<op, TO, TI> reads a TI and writes a TO (they differ only for copy).
+template <UnaryOp op, class TO, class TI = TO>
+struct UnaryFn {
+  TI alpha;
+  STEPFORMER_MATH_FN TO operator()(TI x) const {
+    if constexpr (op == UnaryOp::copy)
+      return static_cast<TO>(x);
+    else
+      return unary_value<op, TI>(x, alpha);
+  }
+};
+template <BinaryOp op, class T>
+struct BinaryFn {
+  STEPFORMER_MATH_FN binary_result_t<op, T> operator()(T x, T y) const { return binary_value<op, T>(x, y); }
+};
+
+inline const char* op_name(UnaryOp op) {
+  switch (op) {
+#define STEPFORMER_CASE(name) \
+  case UnaryOp::name: return #name;
+    STEPFORMER_UNARY_OPS(STEPFORMER_CASE)
+#undef STEPFORMER_CASE
+  }
+  return "?";
+}
+inline const char* op_name(BinaryOp op) {
+  switch (op) {
+#define STEPFORMER_CASE(name) \
+  case BinaryOp::name: return #name;
+    STEPFORMER_BINARY_OPS(STEPFORMER_CASE)
+#undef STEPFORMER_CASE
+  }
+  return "?";
+}
+
+namespace detail {
+template <class T>
+inline constexpr bool is_float_v = std::is_same_v<T, float> || std::is_same_v<T, double>;
+
+// Which dtypes each op has a formula for.
+template <UnaryOp op, class T>
+inline constexpr bool unary_defined = op == UnaryOp::logical_not ? std::is_same_v<T, bool>
+                                      : op == UnaryOp::neg       ? (is_float_v<T> || std::is_same_v<T, std::int64_t>)
+                                                                 : is_float_v<T>;
+template <BinaryOp op, class T>
+inline constexpr bool binary_defined = (op == BinaryOp::eq || op == BinaryOp::ne || op == BinaryOp::lt ||
+                                        op == BinaryOp::gt)
+                                           ? true
+                                       : (op == BinaryOp::add || op == BinaryOp::sub || op == BinaryOp::mul)
+                                           ? (is_float_v<T> || std::is_same_v<T, std::int64_t>)
+                                           : is_float_v<T>;
+
+[[noreturn]] inline void no_formula(const char* kind, const char* op, DType dtype, const char* device) {
+  if (std::string(op) == "div" && dtype == DType::int64)
+    throw DTypeError("div: integer division is not supported; convert to a floating dtype first");
+  throw DTypeError(std::string(device) + " backend: " + kind + " op '" + op + "' is not defined for " +
+                   std::string(dtype_name(dtype)));
+}
+[[noreturn]] inline void unknown_op(const char* kind, int value, const char* device) {
+  throw NotImplemented(std::string(device) + " backend: " + kind + " op #" + std::to_string(value) + " has no kernel");
+}
+}  // namespace detail
+
+// Calls map(UnaryFn<op, TO, TI>{alpha}, TO{}, TI{}) for the runtime op and dtypes: `map` is the backend's
+// strided loop (or kernel launch). copy takes any pair of dtypes; every other op needs out == in.
+template <class Map>
+void dispatch_unary(UnaryOp op, DType out, DType in, double alpha, const char* device, Map&& map) {
+  if (op == UnaryOp::copy) {
+    dispatch_all(out, [&](auto to) {
+      dispatch_all(in, [&](auto from) {
+        using TO = decltype(to);
+        using TI = decltype(from);
+        map(UnaryFn<UnaryOp::copy, TO, TI>{TI{}}, TO{}, TI{});
+      });
+    });
+    return;
+  }
+  auto with_op = [&](auto kind) {
+    constexpr UnaryOp k = decltype(kind)::value;
+    dispatch_all(in, [&](auto t) {
+      using T = decltype(t);
+      if constexpr (detail::unary_defined<k, T>)
+        map(UnaryFn<k, T>{static_cast<T>(alpha)}, T{}, T{});
+      else
+        detail::no_formula("unary", op_name(k), in, device);
+    });
+  };
+  switch (op) {
+#define STEPFORMER_CASE(name) \
+  case UnaryOp::name: return with_op(std::integral_constant<UnaryOp, UnaryOp::name>{});
+    STEPFORMER_UNARY_OPS(STEPFORMER_CASE)
+#undef STEPFORMER_CASE
+  }
+  detail::unknown_op("unary", static_cast<int>(op), device);
+}
+
+// Calls map(BinaryFn<op, T>{}, TO{}, T{}) for the runtime op and the operands' dtype T (TO is bool for
+// the comparisons, T otherwise).
+template <class Map>
+void dispatch_binary(BinaryOp op, DType dtype, const char* device, Map&& map) {
+  auto with_op = [&](auto kind) {
+    constexpr BinaryOp k = decltype(kind)::value;
+    dispatch_all(dtype, [&](auto t) {
+      using T = decltype(t);
+      if constexpr (detail::binary_defined<k, T>)
+        map(BinaryFn<k, T>{}, binary_result_t<k, T>{}, T{});
+      else
+        detail::no_formula("binary", op_name(k), dtype, device);
+    });
+  };
+  switch (op) {
+#define STEPFORMER_CASE(name) \
+  case BinaryOp::name: return with_op(std::integral_constant<BinaryOp, BinaryOp::name>{});
+    STEPFORMER_BINARY_OPS(STEPFORMER_CASE)
+#undef STEPFORMER_CASE
+  }
+  detail::unknown_op("binary", static_cast<int>(op), device);
+}
+
+}  // namespace stepformer
