@@ -23,7 +23,6 @@ Linear::Linear(std::int64_t in, std::int64_t out, bool has_bias, Generator& gen)
 }
 
 Tensor Linear::forward(const Tensor& x) {
-  const auto here = scope();
   if (x.dim() < 1 || x.size(-1) != in_features)
     throw ShapeError(fmt::format("Linear expected [*, {}], got {}", in_features, to_string(x.shape())));
   const Tensor y = matmul(x, transpose(weight, 0, 1));  // [*, out]; the transpose is a view
@@ -45,10 +44,7 @@ Embedding::Embedding(std::int64_t V, std::int64_t D, std::optional<std::int64_t>
   }
 }
 
-Tensor Embedding::forward(const Tensor& ids) {
-  const auto here = scope();
-  return embedding(weight, ids, padding_idx);
-}
+Tensor Embedding::forward(const Tensor& ids) { return embedding(weight, ids, padding_idx); }
 
 LayerNorm::LayerNorm(std::int64_t D, double e, bool affine) : dim(D), eps(e) {
   if (D < 1) throw ValueError(fmt::format("LayerNorm: size must be positive, got {}", D));
@@ -59,7 +55,6 @@ LayerNorm::LayerNorm(std::int64_t D, double e, bool affine) : dim(D), eps(e) {
 }
 
 Tensor LayerNorm::forward(const Tensor& x) {
-  const auto here = scope();
   if (x.dim() < 1 || x.size(-1) != dim)
     throw ShapeError(fmt::format("LayerNorm expected [*, {}], got {}", dim, to_string(x.shape())));
   return layer_norm(x, weight, bias, eps);
@@ -68,19 +63,10 @@ Tensor LayerNorm::forward(const Tensor& x) {
 Dropout::Dropout(double prob, Generator& gen) : p(prob), gen_(&gen) {
   if (!(p >= 0 && p <= 1)) throw ValueError(fmt::format("Dropout: p must be in [0, 1], got {}", p));
 }
-Tensor Dropout::forward(const Tensor& x) {
-  const auto here = scope();
-  return dropout(x, p, is_training(), *gen_);
-}
+Tensor Dropout::forward(const Tensor& x) { return dropout(x, p, is_training(), *gen_); }
 
-Tensor ReLU::forward(const Tensor& x) {
-  const auto here = scope();
-  return relu(x);
-}
-Tensor GELU::forward(const Tensor& x) {
-  const auto here = scope();
-  return gelu(x);
-}
+Tensor ReLU::forward(const Tensor& x) { return relu(x); }
+Tensor GELU::forward(const Tensor& x) { return gelu(x); }
 
 Sequential::Sequential(std::vector<std::shared_ptr<UnaryModule>> layers) {
   for (auto& l : layers) push_back(std::move(l));
@@ -89,9 +75,8 @@ void Sequential::push_back(std::shared_ptr<UnaryModule> layer) {
   layers_.push_back(register_module(std::to_string(layers_.size()), std::move(layer)));
 }
 Tensor Sequential::forward(const Tensor& x) {
-  const auto here = scope();
   Tensor y = x;
-  for (auto& layer : layers_) y = layer->forward(y);
+  for (auto& layer : layers_) y = (*layer)(y);
   return y;
 }
 

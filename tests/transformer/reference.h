@@ -4,7 +4,7 @@
 
 #include "../helpers.h"
 #include "nn/safetensors.h"
-#include "transformer/config.h"
+#include "transformer/encoder.h"
 
 namespace stepformer::test {
 
@@ -52,6 +52,12 @@ inline Tensor ids(const std::vector<std::int64_t>& v, std::int64_t B) {
 // A leaf copy of a fixture input that requires grad.
 inline Tensor leaf(const nn::StateDict& f, const std::string& name) {
   return contiguous(f.at("input." + name) * 1.0).detach().set_requires_grad();
+}
+
+// What an encoder would hand the decoder for this memory and these source ids: the memory and the
+// source's PAD mask (tests that give the decoder a memory of their own).
+inline transformer::EncoderOutput encoded(const Tensor& memory, const Tensor& src_ids, std::int64_t pad_id = 0) {
+  return {memory, {}, transformer::pad_mask(src_ids, pad_id)};
 }
 
 }  // namespace stepformer::test

@@ -18,7 +18,7 @@ TEST_CASE("Decoder matches PyTorch: hidden states and every gradient, including 
   Decoder dec(small_config());
   dec.load_state_dict(params(f));
   Tensor memory = leaf(f, "memory");
-  const DecoderOutput out = dec.forward(f.at("input.tgt"), memory, f.at("input.src"));
+  const DecoderOutput out = dec.forward(f.at("input.tgt"), encoded(memory, f.at("input.src")));
   CHECK(out.hidden.shape() == Shape{2, 7, 16});
   CHECK(close(out.hidden, f.at("output.hidden"), 1e-5, 1e-4));
   CHECK(out.cross_attention[0].shape() == Shape{2, 2, 7, 8});
@@ -33,8 +33,8 @@ TEST_CASE("causality: changing a later target token leaves earlier outputs uncha
   Generator gen(4);
   const Tensor memory = randn({1, 5, 16}, gen);
   const Tensor src = ids({1, 2, 3, 4, 0}, 1);
-  const Tensor a = dec.forward(ids({1, 3, 4, 5, 6}, 1), memory, src).hidden;
-  const Tensor b = dec.forward(ids({1, 3, 4, 9, 10}, 1), memory, src).hidden;  // positions 3 and 4 differ
+  const Tensor a = dec.forward(ids({1, 3, 4, 5, 6}, 1), encoded(memory, src)).hidden;
+  const Tensor b = dec.forward(ids({1, 3, 4, 9, 10}, 1), encoded(memory, src)).hidden;  // positions 3 and 4 differ
   CHECK(close(narrow(b, 1, 0, 3), narrow(a, 1, 0, 3), 1e-6, 0));
   CHECK_FALSE(close(narrow(b, 1, 3, 1), narrow(a, 1, 3, 1), 1e-6, 0));
 }
@@ -42,7 +42,7 @@ TEST_CASE("causality: changing a later target token leaves earlier outputs uncha
 TEST_CASE("self-attention weights are causal; cross-attention ignores PAD source tokens", "[ch06]") {
   Decoder dec(small_config());
   Generator gen(5);
-  const DecoderOutput out = dec.forward(ids({1, 3, 4, 5}, 1), randn({1, 3, 16}, gen), ids({4, 5, 0}, 1));
+  const DecoderOutput out = dec.forward(ids({1, 3, 4, 5}, 1), encoded(randn({1, 3, 16}, gen), ids({4, 5, 0}, 1)));
   const Tensor self = out.self_attention[0];  // [1, 2, 4, 4]
   for (std::int64_t i = 0; i < 4; ++i)
     for (std::int64_t j = i + 1; j < 4; ++j) CHECK(self.at({0, 1, i, j}) == 0.0);
@@ -57,7 +57,7 @@ TEST_CASE("three distinct LayerNorms per decoder layer, each receiving gradient 
   CHECK(layer.norm_self->norm != layer.norm_cross->norm);
   CHECK(layer.norm_cross->norm != layer.norm_ffn->norm);
   Generator gen(6);
-  const Tensor h = dec.forward(ids({1, 3, 4}, 1), randn({1, 2, 16}, gen), ids({4, 5}, 1)).hidden;
+  const Tensor h = dec.forward(ids({1, 3, 4}, 1), encoded(randn({1, 2, 16}, gen), ids({4, 5}, 1))).hidden;
   sum(h * randn(h.shape(), gen)).backward();
   for (auto& [name, p] : dec.named_parameters()) {
     INFO(name);
@@ -67,6 +67,6 @@ TEST_CASE("three distinct LayerNorms per decoder layer, each receiving gradient 
 
 TEST_CASE("decoder errors name the shapes", "[ch06][errors]") {
   Decoder dec(small_config());
-  REQUIRE_THROWS_WITH_ALL(dec.forward(ids({1, 2}, 1), zeros({1, 3, 16}), ids({1, 2}, 1)), ShapeError,
-                          "memory [1, 3, 16]", "[1, 2]");
+  REQUIRE_THROWS_WITH_ALL(dec.forward(ids({1, 2}, 1), encoded(zeros({1, 3, 16}), ids({1, 2}, 1))), ShapeError,
+                          "memory [1, 3, 16]", "[1, 1, 1, 2]");
 }

@@ -52,12 +52,12 @@ TEST_CASE("decoding with the KV cache gives the same logits as recomputing the p
   NoGradGuard no_grad;
   const Tensor src = ids({1, 2, 3, 4, 5, 0, 4, 5, 6, 7, 8, 9}, 2);
   const Tensor tgt = ids({1, 5, 7, 3, 9, 4, 1, 8, 8, 6, 2, 3}, 2);  // no PAD: a generated prefix has none
-  const Tensor memory = model.encode(src).memory;
-  const Tensor full = model.logits(model.decoder->forward(tgt, memory, src).hidden);  // [2, 6, V]
+  const EncoderOutput encoded = model.encode(src);
+  const Tensor full = model.logits((*model.decoder)(tgt, encoded).hidden);  // [2, 6, V]
   DecoderCache cache;
   std::vector<Tensor> rows;
   for (std::int64_t t = 0; t < tgt.size(1); ++t)
-    rows.push_back(model.logits(model.decoder->step(narrow(tgt, 1, t, 1), memory, src, cache)));
+    rows.push_back(model.logits(model.decoder->step(narrow(tgt, 1, t, 1), encoded, cache)));
   CHECK(cache.length == 6);
   CHECK(cache.self_k[1].shape() == Shape{2, 2, 6, 8});
   CHECK(close(cat(rows, 1), full, 1e-5, 1e-5));

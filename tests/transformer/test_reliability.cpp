@@ -15,10 +15,7 @@ namespace {
 
 // log of something that is exactly 0: -inf, a planted anomaly inside a named submodule.
 struct Planted : nn::UnaryModule {
-  Tensor forward(const Tensor& x) override {
-    const auto here = scope();
-    return log(x - x);
-  }
+  Tensor forward(const Tensor& x) override { return log(x - x); }
 };
 
 struct Block : nn::UnaryModule {
@@ -28,19 +25,13 @@ struct Block : nn::UnaryModule {
     proj = register_module("proj", std::make_shared<nn::Linear>(3, 3, true, gen));
     planted = register_module("planted", std::make_shared<Planted>());
   }
-  Tensor forward(const Tensor& x) override {
-    const auto here = scope();
-    return planted->forward(proj->forward(x));
-  }
+  Tensor forward(const Tensor& x) override { return (*planted)((*proj)(x)); }
 };
 
 struct Net : nn::UnaryModule {
   std::shared_ptr<Block> block;
   explicit Net(Generator& gen) { block = register_module("block", std::make_shared<Block>(gen)); }
-  Tensor forward(const Tensor& x) override {
-    const auto here = scope();
-    return block->forward(x);
-  }
+  Tensor forward(const Tensor& x) override { return (*block)(x); }
 };
 
 // Random token ids in [4, vocab): no PAD, BOS, EOS or UNK.
@@ -68,8 +59,7 @@ TEST_CASE("errors raised inside a module start with its path", "[reliability]") 
   Transformer model(small_config(), gen);
   auto& ffn = *model.encoder->layers->operator[](0).ffn;
   const Tensor wrong = zeros({2, 7, 8});
-  REQUIRE_THROWS_WITH_ALL(ffn.forward(wrong), ShapeError,
-                          "encoder.layers.0.ffn.w_1: Linear expected [*, 16], got [2, 7, 8]");
+  REQUIRE_THROWS_WITH_ALL(ffn(wrong), ShapeError, "encoder.layers.0.ffn.w_1: Linear expected [*, 16], got [2, 7, 8]");
   // Outside every module, messages are as before.
   REQUIRE_THROWS_WITH_ALL(matmul(zeros({2, 3}), zeros({4, 5})), ShapeError, "matmul: inner dimensions differ");
   try {
@@ -84,9 +74,9 @@ TEST_CASE("anomaly mode: a planted log(0) is reported with the op, the shapes an
   Net net(gen);
   const Tensor x = rand({2, 3}, gen);
   // Off: the -inf flows on silently (what anomaly mode is for).
-  CHECK(std::isinf(sum(net.forward(x)).item()));
+  CHECK(std::isinf(sum(net(x)).item()));
   DetectAnomalyGuard on;
-  REQUIRE_THROWS_WITH_ALL(net.forward(x), AnomalyError, "block.planted: ", "'log' produced infinity", "output [2, 3]",
+  REQUIRE_THROWS_WITH_ALL(net(x), AnomalyError, "block.planted: ", "'log' produced infinity", "output [2, 3]",
                           "inputs [2, 3]");
 }
 
@@ -140,7 +130,8 @@ TEST_CASE("training is bit-identical on 1 and 2 threads", "[reliability][threads
   CHECK(one == two);
 }
 
-TEST_CASE("training steps on cuda-sim match the CPU within tolerance, dropout included", "[reliability][cuda][cpu-only]") {
+TEST_CASE("training steps on cuda-sim match the CPU within tolerance, dropout included",
+          "[reliability][cuda][cpu-only]") {
   // The same weights (made on the CPU, moved with Module::to), the same batches and the same dropout masks
   // (the Philox bits are the same on both devices). Differences come only from float rounding: the CUDA
   // kernels sum in another order. Four Adam steps keep that drift small.

@@ -80,7 +80,6 @@ MultiHeadAttention::MultiHeadAttention(std::int64_t d, std::int64_t h, double p,
 
 Attention MultiHeadAttention::forward(const Tensor& query, const Tensor& key, const Tensor& value,
                                       const Tensor& blocked) {
-  const auto here = scope();
   for (const Tensor* t : {&key, &value})
     if (t->dim() != 3 || t->size(-1) != d_model)
       throw ShapeError(fmt::format("MultiHeadAttention expected [B, T, {}], got {}", d_model, to_string(t->shape())));
@@ -93,6 +92,7 @@ Tensor MultiHeadAttention::value_heads(const Tensor& value) {
 }  // [B, H, Tk, Dh]
 
 Attention MultiHeadAttention::attend(const Tensor& query, const Tensor& k, const Tensor& v, const Tensor& blocked) {
+  const ScopeGuard scope = enter_scope();  // also an entry point of its own (the decoder's cached step)
   if (query.dim() != 3 || query.size(-1) != d_model)
     throw ShapeError(fmt::format("MultiHeadAttention expected [B, T, {}], got {}", d_model, to_string(query.shape())));
   // EXERCISE 2.5 (4 points, needs 2.3 2.4): project the queries, split heads, attend, merge heads, project the output.

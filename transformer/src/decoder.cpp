@@ -21,40 +21,39 @@ DecoderLayer::DecoderLayer(const Config& cfg, Generator& gen) {
 
 DecoderLayer::Output DecoderLayer::forward(const Tensor& x, const Tensor& memory, const Tensor& tgt_blocked,
                                            const Tensor& src_blocked) {
-  const auto here = scope();
   // EXERCISE 6.2 (6 points, needs 2.3 2.4 2.5 3.1 4.1): masked self-attention, cross-attention on memory, feed-forward
   Output out;
   // Masked self-attention: each target position sees itself and earlier positions only.
-  const Tensor h1 = norm_self->forward(x, [&](const Tensor& t) {
-    Attention a = self_attn->forward(t, t, t, tgt_blocked);
+  const Tensor h1 = (*norm_self)(x, [&](const Tensor& t) {
+    Attention a = (*self_attn)(t, t, t, tgt_blocked);
     out.self_weights = a.weights;  // [B, H, T, T]
     return a.context;
   });
   // Cross-attention: "the queries come from the previous decoder layer, and the memory keys and values
   // come from the output of the encoder" (3.2.3); PAD source tokens are blocked.
-  const Tensor h2 = norm_cross->forward(h1, [&](const Tensor& t) {
-    Attention a = cross_attn->forward(t, memory, memory, src_blocked);
+  const Tensor h2 = (*norm_cross)(h1, [&](const Tensor& t) {
+    Attention a = (*cross_attn)(t, memory, memory, src_blocked);
     out.cross_weights = a.weights;  // [B, H, T, S]
     return a.context;
   });
-  out.y = norm_ffn->forward(h2, [&](const Tensor& t) { return ffn->forward(t); });  // [B, T, D]
+  out.y = (*norm_ffn)(h2, [&](const Tensor& t) { return (*ffn)(t); });  // [B, T, D]
   return out;
   // END EXERCISE
 }
 
 Tensor DecoderLayer::step(const Tensor& x, DecoderCache& cache, std::size_t i, const Tensor& src_blocked) {
-  const auto here = scope();
+  const ScopeGuard scope = enter_scope();  // an entry point besides forward: errors name this layer
   // No self-attention mask: the cache holds only earlier positions (and this one), all of them visible.
-  const Tensor h1 = norm_self->forward(x, [&](const Tensor& t) {
+  const Tensor h1 = (*norm_self)(x, [&](const Tensor& t) {
     const Tensor k = self_attn->key_heads(t), v = self_attn->value_heads(t);  // [B, H, 1, Dh]
     cache.self_k[i] = cache.self_k[i].defined() ? cat({cache.self_k[i], k}, 2) : k;
     cache.self_v[i] = cache.self_v[i].defined() ? cat({cache.self_v[i], v}, 2) : v;
     return self_attn->attend(t, cache.self_k[i], cache.self_v[i]).context;
   });
-  const Tensor h2 = norm_cross->forward(h1, [&](const Tensor& t) {
+  const Tensor h2 = (*norm_cross)(h1, [&](const Tensor& t) {
     return cross_attn->attend(t, cache.cross_k[i], cache.cross_v[i], src_blocked).context;
   });
-  return norm_ffn->forward(h2, [&](const Tensor& t) { return ffn->forward(t); });  // [B, 1, D]
+  return (*norm_ffn)(h2, [&](const Tensor& t) { return (*ffn)(t); });  // [B, 1, D]
 }
 
 Decoder::Decoder(const Config& c, Generator& gen) : cfg(c) {
@@ -65,16 +64,23 @@ Decoder::Decoder(const Config& c, Generator& gen) : cfg(c) {
   if (cfg.pre_norm) final_norm = register_module("final_norm", std::make_shared<nn::LayerNorm>(cfg.d_model));
 }
 
-DecoderOutput Decoder::forward(const Tensor& tgt_ids, const Tensor& memory, const Tensor& src_ids) {
-  const auto here = scope();
-  if (memory.dim() != 3 || src_ids.dim() != 2 || memory.size(0) != src_ids.size(0) || memory.size(1) != src_ids.size(1))
-    throw ShapeError(fmt::format("Decoder: memory {} does not match source ids {} ([B, S, D] and [B, S])",
-                                 to_string(memory.shape()), to_string(src_ids.shape())));
+namespace {
+void check_encoded(const EncoderOutput& e) {
+  const Tensor &m = e.memory, &b = e.src_blocked;
+  if (!m.defined() || !b.defined() || m.dim() != 3 || b.dim() != 4 || b.size(0) != m.size(0) || b.size(1) != 1 ||
+      b.size(2) != 1 || b.size(3) != m.size(1))
+    throw ShapeError(fmt::format("Decoder: memory {} does not match the source mask {} ([B, S, D] and [B, 1, 1, S])",
+                                 m.defined() ? to_string(m.shape()) : "(none)",
+                                 b.defined() ? to_string(b.shape()) : "(none)"));
+}
+}  // namespace
+
+DecoderOutput Decoder::forward(const Tensor& tgt_ids, const EncoderOutput& encoded) {
+  check_encoded(encoded);
   const Tensor tgt_blocked = decoder_mask(tgt_ids, cfg.pad_id);  // [B, 1, T, T]
-  const Tensor src_blocked = pad_mask(src_ids, cfg.pad_id);      // [B, 1, 1, S]
-  DecoderOutput out{embed->forward(tgt_ids), {}, {}};            // [B, T, D]
+  DecoderOutput out{(*embed)(tgt_ids), {}, {}};                  // [B, T, D]
   for (auto& layer : *layers) {
-    DecoderLayer::Output o = layer->forward(out.hidden, memory, tgt_blocked, src_blocked);
+    DecoderLayer::Output o = (*layer)(out.hidden, encoded.memory, tgt_blocked, encoded.src_blocked);
     out.hidden = o.y;
     out.self_attention.push_back(o.self_weights);
     out.cross_attention.push_back(o.cross_weights);
@@ -83,8 +89,9 @@ DecoderOutput Decoder::forward(const Tensor& tgt_ids, const Tensor& memory, cons
   return out;
 }
 
-Tensor Decoder::step(const Tensor& new_ids, const Tensor& memory, const Tensor& src_ids, DecoderCache& cache) {
-  const auto here = scope();
+Tensor Decoder::step(const Tensor& new_ids, const EncoderOutput& encoded, DecoderCache& cache) {
+  const ScopeGuard scope = enter_scope();  // an entry point besides forward: errors name the decoder
+  check_encoded(encoded);
   if (new_ids.dim() != 2 || new_ids.size(1) != 1)
     throw ShapeError(
         fmt::format("Decoder::step expected one new token per sequence [B, 1], got {}", to_string(new_ids.shape())));
@@ -92,13 +99,12 @@ Tensor Decoder::step(const Tensor& new_ids, const Tensor& memory, const Tensor& 
   if (cache.length == 0) {  // first step: project the source once per layer
     cache = DecoderCache{std::vector<Tensor>(n), std::vector<Tensor>(n), {}, {}, 0};
     for (std::size_t i = 0; i < n; ++i) {
-      cache.cross_k.push_back((*layers)[i].cross_attn->key_heads(memory));
-      cache.cross_v.push_back((*layers)[i].cross_attn->value_heads(memory));
+      cache.cross_k.push_back((*layers)[i].cross_attn->key_heads(encoded.memory));
+      cache.cross_v.push_back((*layers)[i].cross_attn->value_heads(encoded.memory));
     }
   }
-  const Tensor src_blocked = pad_mask(src_ids, cfg.pad_id);  // [B, 1, 1, S]
-  Tensor x = embed->forward(new_ids, cache.length);          // [B, 1, D] at position `length`
-  for (std::size_t i = 0; i < n; ++i) x = (*layers)[i].step(x, cache, i, src_blocked);
+  Tensor x = (*embed)(new_ids, cache.length);  // [B, 1, D] at position `length`
+  for (std::size_t i = 0; i < n; ++i) x = (*layers)[i].step(x, cache, i, encoded.src_blocked);
   ++cache.length;
   return final_norm ? (*final_norm)(x) : x;
 }

@@ -24,8 +24,8 @@ Tensor ids_tensor(const std::vector<std::int64_t>& v, std::int64_t B, Device dev
 // the newest token is fed; without, the whole prefix is decoded again and its last row is used.
 class Stepper {
  public:
-  Stepper(Transformer& model, const Tensor& src, bool use_cache) : model_(model), src_(src), use_cache_(use_cache) {
-    memory_ = model.encode(src).memory;  // [B, S, D]
+  Stepper(Transformer& model, const Tensor& src, bool use_cache) : model_(model), use_cache_(use_cache) {
+    encoded_ = model.encode(src);  // memory [B, S, D], src_blocked [B, 1, 1, S]
   }
   Tensor next_log_probs(const std::vector<std::vector<std::int64_t>>& prefixes) {
     const auto B = static_cast<std::int64_t>(prefixes.size());
@@ -33,11 +33,11 @@ class Stepper {
     if (use_cache_) {
       std::vector<std::int64_t> last;
       for (const auto& p : prefixes) last.push_back(p.back());
-      hidden = model_.decoder->step(ids_tensor(last, B, src_.device()), memory_, src_, cache_);
+      hidden = model_.decoder->step(ids_tensor(last, B, encoded_.memory.device()), encoded_, cache_);
     } else {
       std::vector<std::int64_t> all;
       for (const auto& p : prefixes) all.insert(all.end(), p.begin(), p.end());
-      const Tensor h = model_.decoder->forward(ids_tensor(all, B, src_.device()), memory_, src_).hidden;  // [B, T, D]
+      const Tensor h = (*model_.decoder)(ids_tensor(all, B, encoded_.memory.device()), encoded_).hidden;  // [B, T, D]
       hidden = narrow(h, 1, h.size(1) - 1, 1);
     }
     return reshape(log_softmax(model_.logits(hidden), -1), {B, -1});  // [B, V]
@@ -53,13 +53,13 @@ class Stepper {
       for (auto* list : {&cache_.self_k, &cache_.self_v, &cache_.cross_k, &cache_.cross_v})
         for (Tensor& t : *list) t = pick(t);
     }
-    memory_ = pick(memory_);
-    src_ = pick(src_);
+    encoded_.memory = pick(encoded_.memory);
+    encoded_.src_blocked = pick(encoded_.src_blocked);
   }
 
  private:
   Transformer& model_;
-  Tensor src_, memory_;
+  EncoderOutput encoded_;  // the source's memory and PAD mask, rows reordered with the beams
   bool use_cache_;
   DecoderCache cache_;
 };

@@ -37,7 +37,6 @@ TransformerEmbedding::TransformerEmbedding(std::int64_t vocab, const Config& cfg
 }
 
 Tensor TransformerEmbedding::forward(const Tensor& ids, std::int64_t start) {
-  const auto here = scope();
   if (ids.dim() != 2)
     throw ShapeError(fmt::format("TransformerEmbedding expected token ids [B, T], got {}", to_string(ids.shape())));
   const std::int64_t T = ids.size(1);

@@ -17,15 +17,14 @@ EncoderLayer::EncoderLayer(const Config& cfg, Generator& gen) {
 }
 
 Attention EncoderLayer::forward(const Tensor& x, const Tensor& src_blocked) {
-  const auto here = scope();
   // EXERCISE 5.1 (6 points, needs 2.3 2.4 2.5 3.1 4.1): self-attention then feed-forward, each wrapped in add & norm.
   Tensor weights;  // [B, H, S, S], returned, never stored on the module
-  const Tensor h = norm_attn->forward(x, [&](const Tensor& t) {
-    Attention a = self_attn->forward(t, t, t, src_blocked);  // queries, keys and values all from x
+  const Tensor h = (*norm_attn)(x, [&](const Tensor& t) {
+    Attention a = (*self_attn)(t, t, t, src_blocked);  // queries, keys and values all from x
     weights = a.weights;
     return a.context;
-  });                                                                                       // [B, S, D]
-  const Tensor y = norm_ffn->forward(h, [&](const Tensor& t) { return ffn->forward(t); });  // [B, S, D]
+  });                                                                           // [B, S, D]
+  const Tensor y = (*norm_ffn)(h, [&](const Tensor& t) { return (*ffn)(t); });  // [B, S, D]
   return {y, weights};
   // END EXERCISE
 }
@@ -39,12 +38,10 @@ Encoder::Encoder(const Config& c, Generator& gen) : cfg(c) {
 }
 
 EncoderOutput Encoder::forward(const Tensor& src_ids) {
-  const auto here = scope();
   // EXERCISE 5.2 (4 points, needs 1.2 2.1 5.1): embed, run every layer with the PAD mask, then the final norm
-  const Tensor blocked = pad_mask(src_ids, cfg.pad_id);  // [B, 1, 1, S]
-  EncoderOutput out{embed->forward(src_ids), {}};        // [B, S, D]
+  EncoderOutput out{(*embed)(src_ids), {}, pad_mask(src_ids, cfg.pad_id)};  // [B, S, D], -, [B, 1, 1, S]
   for (auto& layer : *layers) {
-    Attention a = layer->forward(out.memory, blocked);
+    Attention a = (*layer)(out.memory, out.src_blocked);
     out.memory = a.context;
     out.attention.push_back(a.weights);
   }

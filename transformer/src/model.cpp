@@ -34,7 +34,7 @@ Transformer::Transformer(const Config& c, Generator& gen, bool tie_output) : cfg
   }
 }
 
-EncoderOutput Transformer::encode(const Tensor& src) { return encoder->forward(src); }
+EncoderOutput Transformer::encode(const Tensor& src) { return (*encoder)(src); }
 
 Tensor Transformer::logits(const Tensor& hidden) {
   if (generator) return (*generator)(hidden);
@@ -42,9 +42,7 @@ Tensor Transformer::logits(const Tensor& hidden) {
 }
 
 Tensor Transformer::forward(const Tensor& src, const Tensor& tgt_in) {
-  const auto here = scope();
-  const EncoderOutput enc = encode(src);                            // [B, S, D]
-  return logits(decoder->forward(tgt_in, enc.memory, src).hidden);  // [B, T, V]
+  return logits((*decoder)(tgt_in, encode(src)).hidden);  // [B, T, V]
 }
 
 }  // namespace stepformer::transformer

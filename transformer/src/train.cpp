@@ -20,7 +20,7 @@ Trainer::Trainer(Transformer& model, const TrainOptions& o)
 double Trainer::step(const Batch& batch) {
   model_.train();
   optimizer_.zero_grad();
-  const Tensor logits = model_.forward(batch.src, batch.tgt_in);  // [B, T, V]
+  const Tensor logits = model_(batch.src, batch.tgt_in);  // [B, T, V]
   const Tensor loss = cross_entropy(logits, batch.tgt_out, Vocabulary::kPad, o_.label_smoothing);
   loss.backward();
   if (o_.clip_norm > 0) nn::clip_grad_norm_(model_.parameters(), o_.clip_norm);
@@ -61,7 +61,7 @@ double evaluate_loss(Transformer& model, const std::vector<Batch>& batches) {
   double total = 0;
   std::int64_t tokens = 0;
   for (const Batch& b : batches) {
-    total += cross_entropy(model.forward(b.src, b.tgt_in), b.tgt_out, Vocabulary::kPad, 0.0, Reduction::sum).item();
+    total += cross_entropy(model(b.src, b.tgt_in), b.tgt_out, Vocabulary::kPad, 0.0, Reduction::sum).item();
     tokens += b.target_tokens;
   }
   return tokens ? total / static_cast<double>(tokens) : 0.0;

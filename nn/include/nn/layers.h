@@ -21,12 +21,11 @@ class Linear : public UnaryModule {
 
 // A lookup table of V vectors of size D. Init N(0, 1) as torch.nn.Embedding; the padding row is zero
 // and receives no gradient.
-class Embedding : public Module {
+class Embedding : public CallableModule<Embedding> {
  public:
   Embedding(std::int64_t num_embeddings, std::int64_t dim, std::optional<std::int64_t> padding_idx = std::nullopt,
             Generator& gen = default_generator());
   Tensor forward(const Tensor& ids);  // int64 [*] -> [*, D]
-  Tensor operator()(const Tensor& ids) { return forward(ids); }
 
   std::int64_t num_embeddings, dim;
   std::optional<std::int64_t> padding_idx;

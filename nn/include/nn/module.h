@@ -56,11 +56,12 @@ class Module {
   // The dotted path from the outermost module ("encoder.layers.0.ffn"; "" for the outermost itself).
   const std::string& path() const { return *path_; }
 
- protected:
-  // The first line of every forward: `const auto here = scope();`. While it lives, errors raised inside
-  // start with this module's path and anomaly mode reports it (autograd/scope.h).
-  ScopeGuard scope() const { return ScopeGuard(path_); }
+  // While the guard lives, errors raised inside start with this module's path and anomaly mode reports it
+  // (autograd/scope.h). Calling a module (CallableModule, UnaryModule) takes one around forward; an entry
+  // point other than forward (a decoder's one-token step) takes its own.
+  ScopeGuard enter_scope() const { return ScopeGuard(path_); }
 
+ protected:
   Tensor register_parameter(std::string name, Tensor value);  // marks it requires_grad
   Tensor register_buffer(std::string name, Tensor value);     // state, not trained (e.g. the PE table)
   template <class M>
@@ -82,11 +83,28 @@ class Module {
   std::shared_ptr<const std::string> path_ = std::make_shared<const std::string>();
 };
 
+// Calling a module, `module(args...)`, runs its forward(args...) inside the module's scope, as PyTorch's
+// Module.__call__ wraps forward: forward bodies hold only the model, and an error raised anywhere inside
+// names the module ("decoder.layers.1.ffn.w_1: Linear expected ..."). A module whose forward takes any
+// arguments derives from CallableModule<itself> (C++20 has no `this` deduction; this is the CRTP spelling).
+template <class Self>
+class CallableModule : public Module {
+ public:
+  template <class... Args>
+  decltype(auto) operator()(Args&&... args) {
+    const ScopeGuard scope = enter_scope();
+    return static_cast<Self&>(*this).forward(std::forward<Args>(args)...);
+  }
+};
+
 // A module with one tensor in and one out (layers that Sequential can chain).
 class UnaryModule : public Module {
  public:
   virtual Tensor forward(const Tensor& x) = 0;
-  Tensor operator()(const Tensor& x) { return forward(x); }
+  Tensor operator()(const Tensor& x) {
+    const ScopeGuard scope = enter_scope();
+    return forward(x);
+  }
 };
 
 }  // namespace stepformer::nn

@@ -11,7 +11,7 @@ namespace stepformer::transformer {
 // sub-layer, before it is added to the sub-layer input and normalized" (3.1, 5.4): post-norm.
 // Pre-norm, x + Dropout(Sublayer(LayerNorm(x))), is the option most later models use (it trains deep
 // stacks without warmup; Xiong et al. 2020); it then needs one more LayerNorm after the last layer.
-class AddNorm : public nn::Module {
+class AddNorm : public nn::CallableModule<AddNorm> {
  public:
   AddNorm(std::int64_t d_model, double dropout, bool pre_norm = false, Generator& gen = default_generator());
   // x [B, T, D]; sublayer maps [B, T, D] -> [B, T, D].

@@ -35,7 +35,7 @@ Tensor merge_heads(const Tensor& x);
 
 // "MultiHead(Q, K, V) = Concat(head_1, ..., head_h) W^O, head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V)"
 // (3.2.2), with the h projections of each kind fused into one D x D Linear.
-class MultiHeadAttention : public nn::Module {
+class MultiHeadAttention : public nn::CallableModule<MultiHeadAttention> {
  public:
   MultiHeadAttention(std::int64_t d_model, std::int64_t n_heads, double dropout = 0.0,
                      Generator& gen = default_generator());

@@ -19,7 +19,7 @@ struct DecoderCache {
 // "In addition to the two sub-layers in each encoder layer, the decoder inserts a third sub-layer, which
 // performs multi-head attention over the output of the encoder stack ... We also modify the self-attention
 // sub-layer in the decoder stack to prevent positions from attending to subsequent positions" (3.1).
-class DecoderLayer : public nn::Module {
+class DecoderLayer : public nn::CallableModule<DecoderLayer> {
  public:
   explicit DecoderLayer(const Config& cfg, Generator& gen = default_generator());
   struct Output {
@@ -43,14 +43,15 @@ struct DecoderOutput {
   std::vector<Tensor> cross_attention;  // per layer, [B, H, T, S]
 };
 
-class Decoder : public nn::Module {
+class Decoder : public nn::CallableModule<Decoder> {
  public:
   explicit Decoder(const Config& cfg, Generator& gen = default_generator());
-  // tgt ids [B, T] (shifted right: BOS first), memory [B, S, D], src ids [B, S] for the source pad mask.
-  DecoderOutput forward(const Tensor& tgt_ids, const Tensor& memory, const Tensor& src_ids);
+  // tgt ids [B, T] (shifted right: BOS first) and the encoder's output (memory [B, S, D] and its source
+  // PAD mask [B, 1, 1, S]) -> hidden [B, T, D].
+  DecoderOutput forward(const Tensor& tgt_ids, const EncoderOutput& encoded);
   // The next position only: new_ids [B, 1] at position cache.length -> hidden [B, 1, D]. Equal to the last
-  // row of forward() over the whole prefix, without recomputing the earlier positions.
-  Tensor step(const Tensor& new_ids, const Tensor& memory, const Tensor& src_ids, DecoderCache& cache);
+  // row of forward() over the whole prefix, without recomputing the earlier positions (nor any mask).
+  Tensor step(const Tensor& new_ids, const EncoderOutput& encoded, DecoderCache& cache);
 
   Config cfg;
   std::shared_ptr<TransformerEmbedding> embed;

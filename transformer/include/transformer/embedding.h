@@ -14,7 +14,7 @@ Tensor sinusoidal_table(std::int64_t max_len, std::int64_t d_model);
 // "we add positional encodings to the input embeddings at the bottoms of the encoder and decoder stacks
 // ... we apply dropout to the sums of the embeddings and the positional encodings" (3.5, 5.4).
 // "In the embedding layers, we multiply those weights by sqrt(d_model)" (3.4).
-class TransformerEmbedding : public nn::Module {
+class TransformerEmbedding : public nn::CallableModule<TransformerEmbedding> {
  public:
   TransformerEmbedding(std::int64_t vocab, const Config& cfg, Generator& gen = default_generator());
   // int64 [B, T] -> [B, T, D]; the tokens sit at positions start .. start + T - 1 (start > 0 when

@@ -6,7 +6,7 @@ namespace stepformer::transformer {
 
 // "FFN(x) = max(0, x W_1 + b_1) W_2 + b_2 ... applied to each position separately and identically"
 // (3.3), with dropout after the ReLU as the annotated Transformer does.
-class PositionwiseFeedForward : public nn::Module {
+class PositionwiseFeedForward : public nn::CallableModule<PositionwiseFeedForward> {
  public:
   PositionwiseFeedForward(std::int64_t d_model, std::int64_t d_ff, double dropout = 0.0,
                           Generator& gen = default_generator());

@@ -13,12 +13,12 @@ Config base_config(std::int64_t src_vocab, std::int64_t tgt_vocab);
 // transformation", 3.4). With `tie_output`, the projection reuses the target embedding's weight [V, D]
 // ("we share the same weight matrix between the ... embedding layers and the pre-softmax linear
 // transformation"); otherwise it is its own Linear(D, V) with bias.
-class Transformer : public nn::Module {
+class Transformer : public nn::CallableModule<Transformer> {
  public:
   Transformer(const Config& cfg, Generator& gen = default_generator(), bool tie_output = false);
 
   Tensor forward(const Tensor& src, const Tensor& tgt_in);  // [B, S], [B, T] -> logits [B, T, V]
-  EncoderOutput encode(const Tensor& src);                  // [B, S] -> memory [B, S, D]
+  EncoderOutput encode(const Tensor& src);                  // [B, S] -> memory [B, S, D] and its PAD mask
   Tensor logits(const Tensor& hidden);                      // [B, T, D] -> [B, T, V]
 
   Config cfg;
