@@ -26,10 +26,10 @@ int main(int argc, char** argv) {
   decoder.eval();
 
   const sf::Tensor src = sf::narrow(data.src_ids(), 0, 0, 1);       // [1, 8]: 我 有 一 个 好 朋 友 P
-  const sf::Tensor memory = encoder.forward(src).memory;            // [1, 8, D]
+  const EncoderOutput encoded = encoder(src);                       // memory [1, 8, D] and the PAD mask
   const sf::Tensor a_ids = sf::narrow(data.tgt_in_ids(), 0, 0, 1);  // S I have a good friend .
   const sf::Tensor b_ids = sf::narrow(data.tgt_in_ids(), 0, 2, 1);  // S I have a boy friend .
-  const DecoderOutput a = decoder.forward(a_ids, memory, src), b = decoder.forward(b_ids, memory, src);
+  const DecoderOutput a = decoder(a_ids, encoded), b = decoder(b_ids, encoded);
   fmt::print("target A: {}\ntarget B: {}   (differ at position 4)\n\n", fmt::join(data.tgt_in[0], " "),
              fmt::join(data.tgt_in[2], " "));
   fmt::print("position  token A  token B   max |output A - output B|\n");

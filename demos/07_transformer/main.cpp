@@ -76,13 +76,13 @@ void write_pictures(const Options& o, const std::string& task, const std::vector
                     const Pair& sample, const Vocabulary& sv, const Vocabulary& tv) {
   sf::demo::write_output(
       o.common.out, "07_" + task + "_loss.svg",
-      sf::demo::line_chart_svg(losses, task + ": training loss (label-smoothed cross-entropy)", "step", "loss"));
+      sf::demo::line_chart_svg({{"training loss", losses}}, task + ": training loss (label-smoothed cross-entropy)",
+                               "step", "loss"));
   // Cross-attention of the last decoder layer for one sample, averaged over heads.
   model.eval();
   sf::NoGradGuard no_grad;
   const Batch b = make_batch({sample}, sv, tv);
-  const EncoderOutput enc = model.encode(b.src);
-  const DecoderOutput dec = model.decoder->forward(b.tgt_in, enc.memory, b.src);
+  const DecoderOutput dec = (*model.decoder)(b.tgt_in, model.encode(b.src));
   const sf::Tensor w = sf::mean(dec.cross_attention.back(), {1});  // [1, T, S]
   std::vector<std::string> rows{"<bos>"};
   rows.insert(rows.end(), sample.tgt.begin(), sample.tgt.end());
@@ -298,7 +298,7 @@ int run_translate(Options o) {
     fmt::print("{}\n", join(words));
     sf::NoGradGuard no_grad;
     const Batch with_tgt = make_batch({{p.src, words}}, sv, tv);
-    const auto dec = model.decoder->forward(with_tgt.tgt_in, model.encode(with_tgt.src).memory, with_tgt.src);
+    const auto dec = (*model.decoder)(with_tgt.tgt_in, model.encode(with_tgt.src));
     const sf::Tensor w = sf::mean(dec.cross_attention.back(), {1});
     std::vector<std::string> rows{"<bos>"};
     rows.insert(rows.end(), words.begin(), words.end());

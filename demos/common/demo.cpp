@@ -114,35 +114,54 @@ std::string heatmap_svg(const Tensor& matrix, const std::vector<std::string>& ro
   return svg + "</svg>\n";
 }
 
-std::string line_chart_svg(const std::vector<double>& values, const std::string& title, const std::string& x_label,
+std::string line_chart_svg(const std::vector<Series>& series, const std::string& title, const std::string& x_label,
                            const std::string& y_label) {
+  static const char* const kColours[] = {"#08306b", "#d94801", "#238b45", "#6a51a3", "#cb181d", "#737373"};
   const int W = 640, H = 360, left = 60, right = 20, top = 40, bottom = 45;
   std::string svg = fmt::format(
       "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" font-family=\"sans-serif\" "
       "font-size=\"12\">\n"
       "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n<text x=\"{}\" y=\"22\" font-size=\"14\">{}</text>\n",
       W, H, left, escape_xml(title));
-  if (values.empty()) return svg + "</svg>\n";
-  const double lo = std::min(0.0, *std::min_element(values.begin(), values.end()));
-  const double hi = std::max(lo + 1e-9, *std::max_element(values.begin(), values.end()));
-  auto x = [&](std::size_t i) {
-    return left + (W - left - right) * (values.size() > 1 ? double(i) / double(values.size() - 1) : 0.0);
-  };
+  std::size_t n = 0;
+  double lo = 0.0, hi = 1e-9;
+  for (const Series& s : series) {
+    n = std::max(n, s.values.size());
+    for (double v : s.values) lo = std::min(lo, v), hi = std::max(hi, v);
+  }
+  if (n == 0) return svg + "</svg>\n";
+  auto x = [&](std::size_t i) { return left + (W - left - right) * (n > 1 ? double(i) / double(n - 1) : 0.0); };
   auto y = [&](double v) { return top + (H - top - bottom) * (1.0 - (v - lo) / (hi - lo)); };
   svg += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"#888\"/>\n", left, H - bottom, W - right,
                      H - bottom);
   svg += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"#888\"/>\n", left, top, left, H - bottom);
-  for (int t = 0; t <= 4; ++t) {
+  for (int t = 0; t <= 4; ++t) {  // value ticks
     const double v = lo + (hi - lo) * t / 4.0;
     svg += fmt::format("<text x=\"{}\" y=\"{:.1f}\" text-anchor=\"end\">{:.3g}</text>\n", left - 6, y(v) + 4, v);
   }
-  svg += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">{} (1 to {})</text>\n", (left + W - right) / 2,
-                     H - 12, escape_xml(x_label), values.size());
+  for (int t = 0; t <= 4; ++t) {  // step ticks: 1, then quarters of the run
+    const std::size_t i = t == 0 ? 0 : (n - 1) * static_cast<std::size_t>(t) / 4;
+    svg += fmt::format("<line x1=\"{0:.1f}\" y1=\"{1}\" x2=\"{0:.1f}\" y2=\"{2}\" stroke=\"#888\"/>\n", x(i),
+                       H - bottom, H - bottom + 4);
+    svg += fmt::format("<text x=\"{:.1f}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n", x(i), H - bottom + 16, i + 1);
+  }
+  svg += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n", (left + W - right) / 2, H - 8,
+                     escape_xml(x_label));
   svg += fmt::format("<text x=\"14\" y=\"{}\" transform=\"rotate(-90 14 {})\" text-anchor=\"middle\">{}</text>\n",
                      (top + H - bottom) / 2, (top + H - bottom) / 2, escape_xml(y_label));
-  svg += "<polyline fill=\"none\" stroke=\"#08306b\" stroke-width=\"1.5\" points=\"";
-  for (std::size_t i = 0; i < values.size(); ++i) svg += fmt::format("{:.1f},{:.1f} ", x(i), y(values[i]));
-  return svg + "\"/>\n</svg>\n";
+  for (std::size_t k = 0; k < series.size(); ++k) {
+    const char* colour = kColours[k % std::size(kColours)];
+    svg += fmt::format("<polyline fill=\"none\" stroke=\"{}\" stroke-width=\"1.5\" points=\"", colour);
+    for (std::size_t i = 0; i < series[k].values.size(); ++i)
+      svg += fmt::format("{:.1f},{:.1f} ", x(i), y(series[k].values[i]));
+    svg += "\"/>\n";
+    if (series.size() > 1)  // a legend, top right
+      svg += fmt::format(
+          "<rect x=\"{}\" y=\"{}\" width=\"12\" height=\"3\" fill=\"{}\"/><text x=\"{}\" y=\"{}\">{}</text>\n",
+          W - right - 190, top + 6 + 16 * static_cast<int>(k), colour, W - right - 172,
+          top + 11 + 16 * static_cast<int>(k), escape_xml(series[k].name));
+  }
+  return svg + "</svg>\n";
 }
 
 std::filesystem::path write_output(const std::filesystem::path& out_dir, const std::string& name,

@@ -26,8 +26,13 @@ const ToyData& toy_data();
 std::string heatmap_svg(const Tensor& matrix, const std::vector<std::string>& row_labels,
                         const std::vector<std::string>& col_labels, const std::string& title);
 
-// A line chart of `values` (e.g. a loss curve) against 1..n, with a title and axis labels.
-std::string line_chart_svg(const std::vector<double>& values, const std::string& title, const std::string& x_label,
+// A line chart of one or more named curves (e.g. loss curves) against steps 1..n, with step ticks, a title,
+// axis labels and, for several curves, a legend.
+struct Series {
+  std::string name;
+  std::vector<double> values;
+};
+std::string line_chart_svg(const std::vector<Series>& series, const std::string& title, const std::string& x_label,
                            const std::string& y_label);
 
 // Writes `text` to out_dir/name atomically, prints "wrote <path>", returns the path.
