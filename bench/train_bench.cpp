@@ -1,7 +1,7 @@
 // Training-step and decoding benchmark of the whole Transformer: the small config (d_model 128, 2+2
 // layers, batch 64 x 16 tokens) and the paper's base config (d_model 512, 6+6 layers, batch 32 x 32),
 // 8000-word vocabularies, the chapter 07 recipe (Adam, label smoothing 0.1, clipping). Prints ms per
-// step, greedy decoding ms per batch and the process's peak memory. tools/torch_train_step.py runs the
+// step, greedy decoding ms per batch and the process's peak memory. tools/compare/torch_train_step.py runs the
 // same shapes in PyTorch, so that the two can be run back to back.
 //
 //   build/bench/bin/train_bench [small|base] [--threads N] [--steps N]

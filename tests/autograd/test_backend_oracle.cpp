@@ -381,3 +381,23 @@ TEST_CASE("oracle: every virtual kernel of backend.h has a case in the table", "
     CHECK(covered.count(name) == 1);
   }
 }
+
+TEST_CASE("oracle: an op or dtype without a kernel is a typed error naming it and the device", "[oracle]") {
+  for (const Device dev : {kReference, device_under_test()}) {
+    INFO(device_name(dev));
+    Backend& b = backend_for(dev);
+    const Tensor x = full({3}, 1.0, {DType::float32, dev}), out = full({3}, 0.0, {DType::float32, dev});
+    const std::string device(device_type_name(dev.type));
+    // An op value the dispatch does not know (a new enum value without a kernel): never silence.
+    REQUIRE_THROWS_WITH_ALL(b.unary(static_cast<UnaryOp>(200), out.desc(), x.desc(), 0), NotImplemented,
+                            "unary op #200", device.c_str());
+    REQUIRE_THROWS_WITH_ALL(b.binary(static_cast<BinaryOp>(201), out.desc(), x.desc(), x.desc()), NotImplemented,
+                            "binary op #201", device.c_str());
+    // A known op on a dtype it has no formula for.
+    const Tensor ids = full({3}, 2, {DType::int64, dev}), ids_out = full({3}, 0, {DType::int64, dev});
+    REQUIRE_THROWS_WITH_ALL(b.unary(UnaryOp::exp, ids_out.desc(), ids.desc(), 0), DTypeError, "'exp'", "int64",
+                            device.c_str());
+    REQUIRE_THROWS_WITH_ALL(b.binary(BinaryOp::div, ids_out.desc(), ids.desc(), ids.desc()), DTypeError,
+                            "integer division");
+  }
+}

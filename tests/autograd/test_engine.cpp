@@ -151,3 +151,44 @@ TEST_CASE("to(dtype) is differentiable between float types", "[ch00][engine]") {
   REQUIRE(a.grad().dtype() == DType::float64);
   CHECK(max_abs_diff(a.grad(), {3.0, 3.0}) == 0.0);
 }
+
+TEST_CASE("a node's backward function runs once per backward and gives every input its gradient", "[ch00][engine]") {
+  // A custom op recorded by hand: out = 2a + 3b. The engine must call its one backward function once (not
+  // once per input, as an engine with one formula per edge would), and route each gradient to its input.
+  const Tensor a = f64({1, 2}, {2}).set_requires_grad(), b = f64({3, 4}, {2}).set_requires_grad();
+  Tensor out;
+  {
+    NoGradGuard no_grad;
+    out = a * 2.0 + b * 3.0;
+  }
+  int calls = 0;
+  record(Op::add, out, {a, b}, [&calls](const Tensor& g) -> Gradients {
+    ++calls;
+    return {g * 2.0, g * 3.0};
+  });
+  sum(out).backward();
+  CHECK(calls == 1);
+  CHECK(max_abs_diff(a.grad(), {2, 2}) == 0.0);
+  CHECK(max_abs_diff(b.grad(), {3, 3}) == 0.0);
+}
+
+TEST_CASE("an input that needs no gradient is skipped; a missing gradient that is needed is an error",
+          "[ch00][engine][errors]") {
+  const Tensor a = f64({1, 2}, {2}).set_requires_grad(), constant = f64({5, 6}, {2});
+  Tensor out;
+  {
+    NoGradGuard no_grad;
+    out = a * constant;
+  }
+  record(Op::mul, out, {a, constant}, [constant](const Tensor& g) -> Gradients { return {g * constant, Tensor()}; });
+  sum(out).backward();  // the constant's gradient was never computed, and nothing asks for it
+  CHECK(max_abs_diff(a.grad(), {5, 6}) == 0.0);
+
+  Tensor bad;
+  {
+    NoGradGuard no_grad;
+    bad = a * 2.0;
+  }
+  record(Op::mul, bad, {a}, [](const Tensor&) -> Gradients { return {Tensor()}; });
+  REQUIRE_THROWS_WITH_ALL(sum(bad).backward(), Error, "backward of 'mul' produced no gradient for input 0");
+}

@@ -1,5 +1,5 @@
 #pragma once
-// Reference values computed by PyTorch 1.13 (tools/make_nn_fixtures.py), committed as safetensors.
+// Reference values computed by PyTorch 1.13 (tools/fixtures/make_nn_fixtures.py), committed as safetensors.
 #include <string>
 
 #include "nn/safetensors.h"

@@ -1,5 +1,5 @@
 #pragma once
-// Loading the chapter fixtures (tools/make_transformer_fixtures.py) into our modules and comparing.
+// Loading the chapter fixtures (tools/fixtures/make_transformer_fixtures.py) into our modules and comparing.
 #include <string>
 
 #include "../helpers.h"

@@ -25,11 +25,10 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b) {
   // Each gradient reads only the other operand: keep an operand alive only if the other one needs it.
   const bool a_needs = a.requires_grad(), b_needs = b.requires_grad();
   const Tensor sa = b_needs ? a.detach() : Tensor(), sb = a_needs ? b.detach() : Tensor();
+  // An undefined saved operand: the other input needs no gradient. (-> Gradients: a stub returns one too.)
   record(Op::matmul, out, {a, b},
-         [sa, sb, a_shape = a.shape(),
-          b_shape = b.shape()](const Tensor& g) -> Gradients {  // a stub returns Gradients too
-           // EXERCISE 0.2 (5 points, needs 0.3 0.4): the gradients of a @ b with respect to a and to b (a saved operand
-           // is undefined when the other needs no gradient).
+         [sa, sb, a_shape = a.shape(), b_shape = b.shape()](const Tensor& g) -> Gradients {
+           // EXERCISE 0.2 (5 points, needs 0.3 0.4): the gradients of a @ b with respect to a and to b.
            return {sb.defined() ? sum_to(matmul_nd(g, transpose(sb, -1, -2)), a_shape) : Tensor(),
                    sa.defined() ? sum_to(matmul_nd(transpose(sa, -1, -2), g), b_shape) : Tensor()};
            // END EXERCISE

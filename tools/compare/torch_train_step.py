@@ -6,7 +6,7 @@ Same shapes as train_bench: small (d_model 128, 2+2 layers, 4 heads, d_ff 512, b
 dropout 0.1, label smoothing 0.1, Adam(0.9, 0.98, 1e-9), gradient clipping at 1. Uses Debian's
 python3-torch (1.13):
 
-    /usr/bin/python3 tools/torch_train_step.py small --threads 2
+    /usr/bin/python3 tools/compare/torch_train_step.py small --threads 2
 """
 import argparse
 import math

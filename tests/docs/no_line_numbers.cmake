@@ -1,0 +1,16 @@
+# cmake -DROOT=<repository> -P no_line_numbers.cmake: the docs name functions and files, never line numbers
+# ("decoder.cpp:42" goes stale as soon as the code above it moves). Fails listing every citation found.
+file(GLOB docs ${ROOT}/docs/*.md)
+list(APPEND docs ${ROOT}/README.md)
+set(cited "")
+foreach(doc IN LISTS docs)
+  file(STRINGS ${doc} lines REGEX "[A-Za-z0-9_]\\.(cpp|h|hpp|cu|cuh|py|cmake|md|txt):[0-9]+")
+  foreach(line IN LISTS lines)
+    string(APPEND cited "  ${doc}: ${line}\n")
+  endforeach()
+endforeach()
+list(LENGTH docs n)
+if(cited)
+  message(FATAL_ERROR "docs cite line numbers (name the function instead):\n${cited}")
+endif()
+message(STATUS "no line numbers cited in ${n} docs")
