@@ -1,5 +1,10 @@
 // The safetensors format: exact layout, bit-exact round trips, PyTorch-written files, and every kind of
 // malformed file rejected with a clear error (never a crash).
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -152,4 +157,62 @@ TEST_CASE("saving is atomic: a failed save leaves the old file as it was", "[nn]
   std::size_t files = 0;
   for (const auto& e : fs::directory_iterator(dir)) files += e.is_regular_file();
   CHECK(files == 1);
+}
+
+TEST_CASE("loading a path that is not a regular file is an IoError naming it: never a crash or a hang",
+          "[nn][safetensors][errors]") {
+  const fs::path dir = scratch_dir("not-a-file");
+  const std::string dir_name = dir.string();
+  REQUIRE_THROWS_WITH_ALL(nn::load_safetensors(dir), nn::IoError, dir_name.c_str(), "a directory");
+  const fs::path fifo = dir / "pipe.safetensors";
+  const std::string fifo_name = fifo.string();
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  // A FIFO with no writer: an open() without O_NONBLOCK would wait here for ever.
+  REQUIRE_THROWS_WITH_ALL(nn::load_safetensors(fifo), nn::IoError, fifo_name.c_str(), "a FIFO");
+  REQUIRE_THROWS_WITH_ALL(nn::load_safetensors(dir / "missing.safetensors"), nn::IoError, "cannot open",
+                          "missing.safetensors");
+}
+
+TEST_CASE("a writer killed in the middle of saves leaves the last file whole and no temporary file behind",
+          "[nn][safetensors]") {
+  const fs::path dir = scratch_dir("killed");
+  const fs::path path = dir / "ckpt.safetensors";
+  nn::save_safetensors(path, {{"w", full({4}, 7.0)}});  // the checkpoint a crash must not damage
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {  // saves of 64 MB, over and over, until killed
+    const Tensor big = zeros({16 * 1024 * 1024});
+    for (int i = 0; i < 1000; ++i) nn::save_safetensors(path, {{"w", big}});
+    std::_Exit(0);
+  }
+  ::usleep(300 * 1000);  // several saves in: one is being written now
+  ::kill(child, SIGKILL);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  REQUIRE(WIFSIGNALED(status));
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir)) names.push_back(e.path().filename().string());
+  INFO("left in the folder: " << names.size() << " entries, the first " << (names.empty() ? "" : names.front()));
+  CHECK(names == std::vector<std::string>{"ckpt.safetensors"});
+  const nn::Safetensors loaded = nn::load_safetensors(path);  // whole: the old one or a complete new one
+  CHECK(loaded.tensors.size() == 1);
+}
+
+TEST_CASE("the temporaries of dead writers are removed at the next save; live writers' are kept", "[nn][safetensors]") {
+  const fs::path dir = scratch_dir("stale");
+  const fs::path path = dir / "ckpt.safetensors";
+  const pid_t gone = ::fork();  // a pid that no longer runs
+  REQUIRE(gone >= 0);
+  if (gone == 0) std::_Exit(0);
+  ::waitpid(gone, nullptr, 0);
+  auto touch = [&](const std::string& name) { std::ofstream(dir / name) << "partial"; };
+  const std::string dead = ".ckpt.safetensors.tmp." + std::to_string(gone) + ".a1b2c3";
+  const std::string alive = ".ckpt.safetensors.tmp.1.d4e5f6";  // pid 1 runs as long as the machine does
+  const std::string other = ".other.safetensors.tmp." + std::to_string(gone) + ".x";  // another file's
+  touch(dead), touch(alive), touch(other);
+  nn::save_safetensors(path, {{"w", ones({2})}});
+  CHECK_FALSE(fs::exists(dir / dead));
+  CHECK(fs::exists(dir / alive));
+  CHECK(fs::exists(dir / other));
+  CHECK(fs::exists(path));
 }

@@ -31,8 +31,10 @@ struct Safetensors {
 std::vector<std::byte> serialize_safetensors(const StateDict& tensors, const Metadata& metadata = {});
 Safetensors parse_safetensors(std::span<const std::byte> bytes, std::string_view source = "buffer");
 
-// Atomic: writes a temporary file in the same folder, fsyncs it, then renames it over `path`; if
-// anything fails, `path` is untouched and the temporary file removed.
+// Atomic: writes the bytes to a temporary file in the same folder (unnamed while it is written, where the
+// file system allows), fsyncs it, then renames it over `path`; if anything fails, or the process is
+// killed, `path` is untouched and no temporary file stays behind (stale ones of dead writers are removed
+// at the next write). Loading reads regular files only: any other path is an IoError naming it.
 void save_safetensors(const std::filesystem::path& path, const StateDict& tensors, const Metadata& metadata = {});
 Safetensors load_safetensors(const std::filesystem::path& path);
 
