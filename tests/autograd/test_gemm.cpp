@@ -1,5 +1,5 @@
-// The CPU GEMM: every micro-kernel this CPU can run against a plain triple loop, on odd sizes, transposed
-// and strided operands, alpha/beta, one and two threads.
+// The CPU GEMM: every micro-kernel this CPU can run against the reference backend's triple loop, on odd sizes,
+// transposed and strided operands, alpha/beta, one and two threads.
 #include <catch2/catch_template_test_macros.hpp>
 #include <random>
 
@@ -20,19 +20,25 @@ std::vector<T> random_values(std::size_t n, unsigned seed) {
   return v;
 }
 
-// C = alpha * A @ B + beta * C in long double, the slow obvious way.
+// C = alpha * A @ B + beta * C by the reference backend's triple loop (backends/reference/gemm.cpp), on the
+// same host memory: a reference kernel reads raw strided memory like any other.
+template <class T>
+TensorDesc matrix(const T* data, std::int64_t rows, std::int64_t cols, std::int64_t row_stride,
+                  std::int64_t col_stride) {
+  TensorDesc d;
+  d.data = const_cast<T*>(data);
+  d.dtype = std::is_same_v<T, float> ? DType::float32 : DType::float64;
+  d.ndim = 2;
+  d.shape[0] = rows, d.shape[1] = cols;
+  d.strides[0] = row_stride, d.strides[1] = col_stride;
+  return d;
+}
 template <class T>
 void reference(std::int64_t M, std::int64_t N, std::int64_t K, T alpha, MatrixView<const T> a, MatrixView<const T> b,
                T beta, MatrixView<T> c) {
-  for (std::int64_t i = 0; i < M; ++i)
-    for (std::int64_t j = 0; j < N; ++j) {
-      long double s = 0;
-      for (std::int64_t k = 0; k < K; ++k)
-        s += static_cast<long double>(a.data[i * a.row_stride + k * a.col_stride]) *
-             b.data[k * b.row_stride + j * b.col_stride];
-      T& x = c.data[i * c.row_stride + j * c.col_stride];
-      x = static_cast<T>(alpha * s + (beta == 0 ? 0 : beta * static_cast<long double>(x)));
-    }
+  backend_for(Device{DeviceType::reference, 0})
+      .gemm(matrix<T>(c.data, M, N, c.row_stride, c.col_stride), matrix<T>(a.data, M, K, a.row_stride, a.col_stride),
+            matrix<T>(b.data, K, N, b.row_stride, b.col_stride), alpha, beta);
 }
 
 }  // namespace
