@@ -219,11 +219,12 @@ void Tensor::backward(const Tensor& grad, bool retain_graph) const {
       const Edge& e = node->edges[k];
       if (!e.to) continue;  // this input needs no gradient
       const Tensor& gi = grads[k];
-      if (!gi.defined() || gi.shape() != e.input_shape)  // an engine bug, never a user error
-        throw Error(fmt::format("internal: backward of '{}' produced {} for input {} of shape {}",
-                                op_info(node->op).name,
-                                gi.defined() ? "a gradient of shape " + to_string(gi.shape()) : "no gradient", k,
-                                to_string(e.input_shape)));
+      if (!gi.defined() || gi.shape() != e.input_shape)  // a bug in the op's backward function
+        throw Error(fmt::format(
+            "backward of '{}' produced {} for input {} of shape {} (a gradient has its input's shape: sum_to sums "
+            "broadcast dims away)",
+            op_info(node->op).name, gi.defined() ? "a gradient of shape " + to_string(gi.shape()) : "no gradient", k,
+            to_string(e.input_shape)));
       if (detect_anomaly()) {
         const NonFinite bad = scan(gi);
         if ((bad.nan && !g_bad.nan) || (bad.inf && !g_bad.inf))

@@ -43,12 +43,32 @@ TEST_CASE("ex0.2: the gradients of a matrix product, batched with a broadcast op
   // d sum(a b) / d a[i, k] = sum_j b[k, j]; / d b[k, j] = sum_i a[i, k].
   CHECK(close(a.grad(), f64({2, 0.5, 6, 2, 0.5, 6}, {2, 3}), 1e-12, 0));
   CHECK(close(b.grad(), f64({5, 5, 5, 5, 7, 7, 7, 7, 9, 9, 9, 9}, {3, 4}), 1e-12, 0));
-  const Tensor batched = f64({1, 2, 3, 4, 5, 6, -1, -2, -3, -4, -5, -6}, {2, 2, 3}).set_requires_grad();
-  const Tensor w = f64({1, 2, 3}, {3, 1}).set_requires_grad();
-  sum(matmul(batched, w)).backward();
-  INFO("w is shared by both batch entries: its gradient sums over the batch");
-  CHECK(close(w.grad(), f64({0, 0, 0}, {3, 1}), 1e-12, 0));
-  CHECK(close(batched.grad(), f64({1, 2, 3, 1, 2, 3, 1, 2, 3, 1, 2, 3}, {2, 2, 3}), 1e-12, 0));
+  {
+    const Tensor batched = f64({1, 2, 3, 4, 5, 6, -1, -2, -3, -4, -5, -6}, {2, 2, 3}).set_requires_grad();
+    const Tensor w = f64({1, 2, 3}, {3, 1}).set_requires_grad();
+    sum(matmul(batched, w)).backward();
+    INFO("w is shared by both batch entries: its gradient sums over the batch");
+    CHECK(close(w.grad(), f64({0, 0, 0}, {3, 1}), 1e-12, 0));
+    CHECK(close(batched.grad(), f64({1, 2, 3, 1, 2, 3, 1, 2, 3, 1, 2, 3}, {2, 2, 3}), 1e-12, 0));
+  }
+  // A real batch broadcast: a [2, 2, 3] @ b [1, 3, 2], weighted by an upstream gradient that is not uniform,
+  // so that summing over the batch and averaging over it give different answers.
+  const std::vector<double> av{1, 2, 3, 4, 5, 6, -1, 0, 2, 3, -2, 1}, bv{1, 0, -1, 2, 0.5, 1},
+      gv{1, 2, 3, 4, -1, 0.5, 2, 1};
+  const Tensor a3 = f64(av, {2, 2, 3}).set_requires_grad(), b3 = f64(bv, {1, 3, 2}).set_requires_grad();
+  INFO("b [1, 3, 2] is read by both batch entries of a [2, 2, 3]: its gradient sums over the batch (sum_to)");
+  sum(matmul(a3, b3) * f64(gv, {2, 2, 2})).backward();
+  std::vector<double> ga(12, 0.0), gb(6, 0.0);  // ga[n] = g[n] b^T; gb = sum over n of a[n]^T g[n]
+  for (int n = 0; n < 2; ++n)
+    for (int i = 0; i < 2; ++i)
+      for (int k = 0; k < 3; ++k)
+        for (int j = 0; j < 2; ++j) {
+          const auto g = gv[static_cast<std::size_t>(n * 4 + i * 2 + j)];
+          ga[static_cast<std::size_t>(n * 6 + i * 3 + k)] += g * bv[static_cast<std::size_t>(k * 2 + j)];
+          gb[static_cast<std::size_t>(k * 2 + j)] += av[static_cast<std::size_t>(n * 6 + i * 3 + k)] * g;
+        }
+  CHECK(close(a3.grad(), f64(ga, {2, 2, 3}), 1e-12, 0));
+  CHECK(close(b3.grad(), f64(gb, {1, 3, 2}), 1e-12, 0));
 }
 
 TEST_CASE("ex0.3: sum_to sums exactly the broadcast dimensions away", "[ex0.3]") {

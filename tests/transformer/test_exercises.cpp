@@ -59,6 +59,20 @@ Tensor reference_add_norm(AddNorm& an, const Tensor& x, const Tensor& sub) { ret
 
 Tensor reference_ffn(PositionwiseFeedForward& f, const Tensor& x) { return (*f.w_2)(relu((*f.w_1)(x))); }
 
+// Every LayerNorm of `m` gets random gamma and beta: a fresh LayerNorm (gamma 1, beta 0) gives the same output
+// as any other, so one norm shared by several sublayers (seed 003), or one built inside forward (seed 000),
+// would pass a test that leaves them at their initial values.
+void randomize_norms(nn::Module& m, std::uint64_t seed) {
+  Generator gen(seed);
+  NoGradGuard no_grad;
+  for (auto& [name, p] : m.named_parameters()) {
+    if (name.find("norm") == std::string::npos) continue;
+    const bool weight = name.size() >= 6 && name.compare(name.size() - 6, 6, "weight") == 0;
+    Tensor target = p;
+    copy_(target, uniform(p.shape(), weight ? 0.5 : -0.5, weight ? 1.5 : 0.5, gen));
+  }
+}
+
 }  // namespace
 
 TEST_CASE("ex1.1: PE matches the paper's formula at every (pos, column)", "[ex1.1]") {
@@ -87,6 +101,17 @@ TEST_CASE("ex1.2: token embeddings scaled by sqrt(d_model) plus the PE rows of t
     INFO("start " << start << " (seed 003 forgot the sqrt(d_model) scale)");
     CHECK(close(emb.forward(src, start), expected, 1e-6, 1e-6));
   }
+  Config with_dropout = c;
+  with_dropout.dropout = 0.5;
+  Generator g(12);
+  TransformerEmbedding train_emb(c.src_vocab, with_dropout, g);  // training mode
+  Generator replay = g;
+  const Tensor got = train_emb.forward(src, 0);
+  const Tensor want = dropout(embedding(train_emb.tokens->weight, src) * std::sqrt(static_cast<double>(c.d_model)) +
+                                  narrow(train_emb.pe, 0, 0, 3),
+                              0.5, true, replay);
+  INFO("with dropout 0.5 in training: dropout on the sum of the scaled embeddings and the PE (paper 5.4)");
+  CHECK(close(got, want, 1e-6, 1e-6));
 }
 
 TEST_CASE("ex2.1: pad_mask is true at PAD keys, shaped [B, 1, 1, S]", "[ex2.1]") {
@@ -112,6 +137,12 @@ TEST_CASE("ex2.3: scaled dot-product attention: weights, context, exact zeros wh
   INFO("weights = softmax(Q K^T / sqrt(d_k)); context = weights V");
   CHECK(close(got.weights, want.weights, 1e-6, 1e-5));
   CHECK(close(got.context, want.context, 1e-6, 1e-5));
+  Generator g(31), replay = g;
+  const Attention dropped = scaled_dot_product_attention(q, k, v, blocked, 0.5, true, g);
+  {
+    INFO("with dropout 0.5 in training: dropout on the attention weights, before they multiply V");
+    CHECK(close(dropped.context, matmul(dropout(want.weights, 0.5, true, replay), v), 1e-6, 1e-5));
+  }
   const auto w = got.weights.to_vector<double>();
   const auto b = expand(blocked, {2, 3, 5, 6}).to_vector<double>();
   for (std::size_t i = 0; i < w.size(); ++i)
@@ -145,10 +176,33 @@ TEST_CASE("ex3.1: add & norm: LayerNorm(x + sublayer(x)), and the pre-norm varia
   const Tensor x = randn({2, 3, 8}, gen);
   auto sublayer = [](const Tensor& t) { return tanh(t) * 3.0; };
   AddNorm post(8, 0.0, false, gen);
-  INFO("post-norm: LayerNorm(x + Sublayer(x)) (seed 002 dropped the residual x)");
-  CHECK(close(post.forward(x, sublayer), reference_add_norm(post, x, sublayer(x)), 1e-5, 1e-5));
+  randomize_norms(post, 61);
+  {
+    INFO(
+        "post-norm: LayerNorm(x + Sublayer(x)) with this module's own LayerNorm (seed 002 dropped the residual x; "
+        "seed 000 built a fresh LayerNorm inside forward)");
+    CHECK(close(post.forward(x, sublayer), reference_add_norm(post, x, sublayer(x)), 1e-5, 1e-5));
+  }
   AddNorm pre(8, 0.0, true, gen);
-  CHECK(close(pre.forward(x, sublayer), x + sublayer((*pre.norm)(x)), 1e-5, 1e-5));
+  randomize_norms(pre, 62);
+  {
+    INFO("pre-norm: x + Sublayer(LayerNorm(x))");
+    CHECK(close(pre.forward(x, sublayer), x + sublayer((*pre.norm)(x)), 1e-5, 1e-5));
+  }
+  // Dropout, graded with p = 0.5 in training: the counter-based generator makes the mask reproducible, so a
+  // copy of the module's generator taken before the call draws the same mask for the expected value.
+  for (const bool pre_norm : {false, true}) {
+    Generator g(63);
+    AddNorm an(8, 0.5, pre_norm, g);
+    randomize_norms(an, 64);
+    Generator replay = g;
+    const Tensor got = an.forward(x, sublayer);
+    const Tensor want = pre_norm ? x + dropout(sublayer((*an.norm)(x)), 0.5, true, replay)
+                                 : (*an.norm)(x + dropout(sublayer(x), 0.5, true, replay));
+    INFO((pre_norm ? "pre" : "post")
+         << "-norm with dropout 0.5: dropout goes on the sublayer's output, before the residual add (paper 5.4)");
+    CHECK(close(got, want, 1e-5, 1e-5));
+  }
 }
 
 TEST_CASE("ex4.1: the position-wise feed-forward network", "[ex4.1]") {
@@ -156,17 +210,25 @@ TEST_CASE("ex4.1: the position-wise feed-forward network", "[ex4.1]") {
   PositionwiseFeedForward ffn(8, 16, 0.0, gen);
   const Tensor x = randn({2, 3, 8}, gen);
   CHECK(close(ffn.forward(x), reference_ffn(ffn, x), 1e-5, 1e-5));
+  Generator g(71);
+  PositionwiseFeedForward with_dropout(8, 16, 0.5, g);
+  Generator replay = g;
+  const Tensor got = with_dropout.forward(x);
+  const Tensor want = (*with_dropout.w_2)(dropout(relu((*with_dropout.w_1)(x)), 0.5, true, replay));
+  INFO("with dropout 0.5 in training: W_2 Dropout(ReLU(W_1 x + b_1)) + b_2, dropout on the hidden layer");
+  CHECK(close(got, want, 1e-5, 1e-5));
 }
 
 TEST_CASE("ex5.1: an encoder layer: self-attention, then feed-forward, each in add & norm", "[ex5.1]") {
   Generator gen(8);
   const Config c = small_config();
   EncoderLayer layer(c, gen);
+  randomize_norms(layer, 81);
   const Tensor x = randn({2, 4, c.d_model}, gen);
   const Tensor blocked = mask({0, 0, 0, 1, 0, 0, 0, 0}, {2, 1, 1, 4});
   const Tensor h = reference_add_norm(*layer.norm_attn, x, reference_mha(*layer.self_attn, x, x, blocked));
   const Tensor y = reference_add_norm(*layer.norm_ffn, h, reference_ffn(*layer.ffn, h));
-  INFO("self-attention takes queries, keys and values from x, with the source PAD mask");
+  INFO("self-attention takes queries, keys and values from x, with the source PAD mask; two distinct add & norms");
   CHECK(close(layer.forward(x, blocked).context, y, 1e-4, 1e-4));
 }
 
@@ -193,6 +255,7 @@ TEST_CASE("ex6.2: a decoder layer: masked self-attention, cross-attention on mem
   Generator gen(10);
   const Config c = small_config();
   DecoderLayer layer(c, gen);
+  randomize_norms(layer, 101);
   const Tensor x = randn({2, 3, c.d_model}, gen), memory = randn({2, 4, c.d_model}, gen);
   const Tensor self_blocked = mask({0, 1, 1, 0, 0, 1, 0, 0, 0, 0, 1, 1, 0, 0, 1, 0, 0, 1}, {2, 1, 3, 3});
   const Tensor src_blocked = mask({0, 0, 1, 1, 0, 0, 0, 0}, {2, 1, 1, 4});
@@ -235,6 +298,15 @@ TEST_CASE("ex7.1: greedy decoding appends the most likely allowed token until EO
     INFO("row " << b);
     CHECK(got[static_cast<std::size_t>(b)] == want);
   }
+  // A model that always prefers EOS: every row must stop right after it, not run on to max_len.
+  {
+    NoGradGuard no_grad;
+    Tensor eos_bias = narrow(model.generator->bias, 0, o.eos, 1);
+    fill_(eos_bias, 50.0);
+  }
+  const auto stopped = greedy_decode(model, src, o);
+  INFO("with a large bias on EOS the first token is EOS: greedy decoding must stop each row at its EOS");
+  CHECK(stopped == std::vector<std::vector<std::int64_t>>{{o.eos}, {o.eos}});
 }
 
 TEST_CASE("ex7.3: the Noam schedule: linear warmup, then inverse square root decay", "[ex7.3]") {
