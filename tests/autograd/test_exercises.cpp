@@ -57,7 +57,7 @@ TEST_CASE("ex0.2: the gradients of a matrix product, batched with a broadcast op
       gv{1, 2, 3, 4, -1, 0.5, 2, 1};
   const Tensor a3 = f64(av, {2, 2, 3}).set_requires_grad(), b3 = f64(bv, {1, 3, 2}).set_requires_grad();
   INFO("b [1, 3, 2] is read by both batch entries of a [2, 2, 3]: its gradient sums over the batch (sum_to)");
-  sum(matmul(a3, b3) * f64(gv, {2, 2, 2})).backward();
+  matmul(a3, b3).backward(f64(gv, {2, 2, 2}));  // the upstream gradient given directly: no mul (exercise 0.1)
   std::vector<double> ga(12, 0.0), gb(6, 0.0);  // ga[n] = g[n] b^T; gb = sum over n of a[n]^T g[n]
   for (int n = 0; n < 2; ++n)
     for (int i = 0; i < 2; ++i)

@@ -11,6 +11,7 @@
 // prove is the CI's per-exercise check on a --proof workspace's build: with only exercise k (and what it
 // needs) restored, exactly those exercises pass.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <sys/wait.h>
 
 #include <CLI/CLI.hpp>
@@ -127,10 +128,17 @@ std::vector<Result> grade(const std::vector<Exercise>& all, const fs::path& buil
     if (!r.passed) failed.insert(ex.number);
     results.push_back(r);
   }
-  for (Result& r : results)  // after all: 0.1 may need 0.4, graded later
-    if (!r.passed)
-      for (const std::string& need : r.ex->needs)
-        if (failed.count(need) && r.blocked_by.empty()) r.blocked_by = need;
+  for (Result& r : results) {  // after all: 0.1 may need 0.4, graded later
+    if (r.passed) continue;
+    std::vector<std::string> blockers;
+    for (const std::string& need : r.ex->needs)
+      if (failed.count(need)) blockers.push_back(need);
+    // The one whose stub the first failure shows goes first, so that the line reads as one story.
+    std::stable_partition(blockers.begin(), blockers.end(), [&r](const std::string& need) {
+      return r.message.find("exercise " + need + ":") != std::string::npos;
+    });
+    r.blocked_by = fmt::format("{}", fmt::join(blockers, ", "));
+  }
   return results;
 }
 
@@ -210,8 +218,8 @@ void make_workspace(const fs::path& root, const fs::path& dest, int chapter, boo
       " below has its solution removed: the marked region now throws `NotImplemented`.\n"
       "Open the file, read the hint and the surrounding code, write the region, then grade:\n\n"
       "```sh\n./run grade          # builds this workspace and grades it; ./run grade 02 for chapter 02\n```\n\n"
-      "The grader prints each exercise's points and the first failing check; `blocked by 2.1` means an\n"
-      "exercise this one needs is not solved yet. docs/exercises.md explains the rest.\n\n"
+      "The grader prints each exercise's points and the first failing check; `blocked by 0.4, 0.3` means\n"
+      "exercises this one needs are not solved yet. docs/exercises.md explains the rest.\n\n"
       "| exercise | points | where | hint |\n|---|---|---|---|\n";
   for (const Exercise& ex : all)
     if (chapter < 0 || ex.chapter == chapter)
