@@ -83,7 +83,7 @@ __global__ void warp_sum(const float* in, float* out) {
 
 }  // namespace
 
-TEST_CASE("cuda-sim: every thread of the grid runs once with its coordinates", "[cudasim]") {
+TEST_CASE("cuda-sim: every thread of the grid runs once with its coordinates", "[cudasim][ch09]") {
   in_both_orders([] {
     const dim3 grid(3, 2, 2), block(4, 2, 2);
     std::vector<int> out(12 * 16, -1);
@@ -96,7 +96,7 @@ TEST_CASE("cuda-sim: every thread of the grid runs once with its coordinates", "
   });
 }
 
-TEST_CASE("cuda-sim: __syncthreads orders shared memory; without it one start order fails", "[cudasim]") {
+TEST_CASE("cuda-sim: __syncthreads orders shared memory; without it one start order fails", "[cudasim][ch09]") {
   std::vector<float> in(512);
   std::iota(in.begin(), in.end(), 0.f);
   in_both_orders([&] {
@@ -121,7 +121,7 @@ TEST_CASE("cuda-sim: __syncthreads orders shared memory; without it one start or
   CHECK(wrong > 0);
 }
 
-TEST_CASE("cuda-sim: warp shuffles follow the PTX lane rules", "[cudasim]") {
+TEST_CASE("cuda-sim: warp shuffles follow the PTX lane rules", "[cudasim][ch09]") {
   in_both_orders([] {
     std::vector<float> in(64);
     std::iota(in.begin(), in.end(), 0.f);
@@ -152,7 +152,7 @@ TEST_CASE("cuda-sim: warp shuffles follow the PTX lane rules", "[cudasim]") {
   });
 }
 
-TEST_CASE("cuda-sim: a shuffle reading an absent lane of a partial warp gets poison (NaN)", "[cudasim]") {
+TEST_CASE("cuda-sim: a shuffle reading an absent lane of a partial warp gets poison (NaN)", "[cudasim][ch09]") {
   std::vector<float> got(40);
   launch(
       [](float* out) {
@@ -165,7 +165,7 @@ TEST_CASE("cuda-sim: a shuffle reading an absent lane of a partial warp gets poi
   CHECK(std::isnan(got[36]));  // lane 4 of the last warp reads lane 8, which does not exist
 }
 
-TEST_CASE("cuda-sim: dynamic shared memory is poisoned at every block start", "[cudasim]") {
+TEST_CASE("cuda-sim: dynamic shared memory is poisoned at every block start", "[cudasim][ch09]") {
   std::vector<float> got(4);
   launch(
       [](float* out) {
@@ -181,14 +181,14 @@ TEST_CASE("cuda-sim: dynamic shared memory is poisoned at every block start", "[
   CHECK(std::isnan(got[2]));  // the second block starts poisoned again
 }
 
-TEST_CASE("cuda-sim: atomics from many blocks and threads", "[cudasim]") {
+TEST_CASE("cuda-sim: atomics from many blocks and threads", "[cudasim][ch09]") {
   std::vector<int> histogram(8, 0);
   launch([](int* h) { atomicAdd(&h[(blockIdx.x * blockDim.x + threadIdx.x) % 8], 1); }, dim3(5), dim3(96), 0,
          histogram.data());
   for (int c : histogram) CHECK(c == 5 * 96 / 8);
 }
 
-TEST_CASE("cuda-sim: exited threads count as arrived at a barrier", "[cudasim]") {
+TEST_CASE("cuda-sim: exited threads count as arrived at a barrier", "[cudasim][ch09]") {
   int reached = 0;
   launch(
       [](int* r) {
@@ -200,7 +200,7 @@ TEST_CASE("cuda-sim: exited threads count as arrived at a barrier", "[cudasim]")
   CHECK(reached == 16);
 }
 
-TEST_CASE("cuda-sim stops with a clear message on deadlock, bad masks and oversized blocks", "[cudasim]") {
+TEST_CASE("cuda-sim stops with a clear message on deadlock, bad masks and oversized blocks", "[cudasim][ch09]") {
   const auto deadlock = run_in_child([] {
     launch(
         [] {
