@@ -41,19 +41,23 @@ Tensor floating_unary(const char* op, UnaryOp kind, const Tensor& a, double alph
 
 }  // namespace
 
+// An input that needs no gradient (x + PE: the table is a buffer) gets none: its sum_to would be thrown away.
 Tensor add(const Tensor& a, const Tensor& b) {
   Tensor out = arith("add", BinaryOp::add, a, b);
-  record(Op::add, out, {a, b}, [sa = a.shape(), sb = b.shape()](const Tensor& g) -> Gradients {
-    return {sum_to(g, sa), sum_to(g, sb)};
-  });
+  record(Op::add, out, {a, b},
+         [sa = a.shape(), sb = b.shape(), a_needs = a.requires_grad(),
+          b_needs = b.requires_grad()](const Tensor& g) -> Gradients {
+           return {a_needs ? sum_to(g, sa) : Tensor(), b_needs ? sum_to(g, sb) : Tensor()};
+         });
   return out;
 }
 
 Tensor sub(const Tensor& a, const Tensor& b) {
   Tensor out = arith("sub", BinaryOp::sub, a, b);
   record(Op::sub, out, {a, b},
-         [sa = a.shape(), sb = b.shape(), b_needs = b.requires_grad()](const Tensor& g) -> Gradients {
-           return {sum_to(g, sa), b_needs ? neg(sum_to(g, sb)) : Tensor()};
+         [sa = a.shape(), sb = b.shape(), a_needs = a.requires_grad(),
+          b_needs = b.requires_grad()](const Tensor& g) -> Gradients {
+           return {a_needs ? sum_to(g, sa) : Tensor(), b_needs ? neg(sum_to(g, sb)) : Tensor()};
          });
   return out;
 }
