@@ -3,11 +3,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <catch2/catch_test_macros.hpp>
 #include <cmath>
 #include <csignal>
 #include <numeric>
 #include <set>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -198,6 +200,32 @@ TEST_CASE("cuda-sim: exited threads count as arrived at a barrier", "[cudasim][c
       },
       dim3(1), dim3(32), 0, &reached);
   CHECK(reached == 16);
+}
+
+TEST_CASE("cuda-sim: an exception thrown by one thread ends the launch and reaches the host", "[cudasim][ch09]") {
+  // Thread 5 of block 1 throws while the rest of its block waits at a barrier and its warp at a shuffle: the
+  // launch ends there (as a trap ends a grid on a GPU), the host gets the exception, later blocks never run,
+  // and the next launch starts clean.
+  std::vector<int> ran(4, 0);
+  const auto body = [](int* r) {
+    atomicAdd(&r[blockIdx.x], 1);
+    if (blockIdx.x == 1 && threadIdx.x == 5) throw std::runtime_error("thread 5 of block 1");
+    __shfl_sync(0xffffffffu, 1.0f, 0);
+    __syncthreads();
+  };
+  std::string thrown;
+  try {
+    launch(body, dim3(4), dim3(64), 0, ran.data());
+  } catch (const std::runtime_error& e) {
+    thrown = e.what();
+  }
+  CHECK(thrown == "thread 5 of block 1");
+  CHECK(ran[0] == 64);
+  CHECK(ran[2] == 0);
+  CHECK(ran[3] == 0);
+  std::fill(ran.begin(), ran.end(), 0);
+  launch([](int* r) { atomicAdd(&r[blockIdx.x], 1); }, dim3(4), dim3(64), 0, ran.data());
+  CHECK(ran == std::vector<int>(4, 64));
 }
 
 TEST_CASE("cuda-sim stops with a clear message on deadlock, bad masks and oversized blocks", "[cudasim][ch09]") {

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <deque>
+#include <exception>
 #include <string>
 #include <utility>
 #include <vector>
@@ -106,6 +107,7 @@ struct Launch {
   uint3 block_idx;
   Block* b = nullptr;
   const std::function<void()>* body = nullptr;
+  std::exception_ptr error;  // the first exception a CUDA thread threw: it ends the launch
 };
 
 thread_local Launch* active = nullptr;
@@ -158,7 +160,14 @@ void run_block(Launch& l) {
       t.fiber = ctx::fiber(std::allocator_arg, PoolAllocator{&pool}, [&b, id, &l](ctx::fiber&& sink) {
         Thread& self = b.threads[static_cast<std::size_t>(id)];
         self.sink = std::move(sink);
-        (*l.body)();
+        try {
+          (*l.body)();
+        } catch (const ctx::detail::forced_unwind&) {
+          throw;  // the fiber being destroyed (an ended launch): Boost unwinds its stack
+        } catch (...) {
+          if (!l.error) l.error = std::current_exception();
+          return std::move(self.sink);
+        }
         self.state = State::done;
         ++b.exited;
         const WarpOp& op = b.warps[static_cast<std::size_t>(id / 32)];
@@ -174,6 +183,11 @@ void run_block(Launch& l) {
     b.current = id;
     t.fiber = std::move(t.fiber).resume();
     b.current = -1;
+    if (l.error) {  // as a trap on a GPU ends the grid: no thread runs further
+      for (Thread& other : b.threads) other.fiber = ctx::fiber();  // unwinds the suspended ones' stacks
+      b.ready.clear();
+      return;
+    }
   }
   if (b.exited != n) {
     int barrier = 0, warp = 0;
@@ -207,7 +221,7 @@ void run_grid(dim3 grid, dim3 block, std::size_t shared_bytes, const std::functi
   // stalls. Setting them all for the launch keeps them equal (measured: 6x faster switches).
   const unsigned csr = _mm_getcsr();
   _mm_setcsr(csr | 0x3f);
-  Launch l{grid, block, {}, nullptr, &body};
+  Launch l{grid, block, {}, nullptr, &body, nullptr};
   active = &l;
   Block b;  // one for the whole launch, reset for each block
   b.threads.resize(threads);
@@ -216,9 +230,9 @@ void run_grid(dim3 grid, dim3 block, std::size_t shared_bytes, const std::functi
     b.threads[i].idx = {i % block.x, i / block.x % block.y, i / (block.x * block.y)};
   }
   b.warps.resize((threads + 31) / 32);
-  for (unsigned z = 0; z < grid.z; ++z)
-    for (unsigned y = 0; y < grid.y; ++y)
-      for (unsigned x = 0; x < grid.x; ++x) {
+  for (unsigned z = 0; z < grid.z && !l.error; ++z)
+    for (unsigned y = 0; y < grid.y && !l.error; ++y)
+      for (unsigned x = 0; x < grid.x && !l.error; ++x) {
         for (Thread& t : b.threads) t.state = State::not_started;
         for (WarpOp& w : b.warps) w.active = false;
         b.exited = b.at_barrier = 0;
@@ -229,16 +243,8 @@ void run_grid(dim3 grid, dim3 block, std::size_t shared_bytes, const std::functi
       }
   active = nullptr;
   _mm_setcsr(csr);
+  if (l.error) std::rethrow_exception(l.error);
 }
-
-namespace {
-thread_local std::string not_implemented;  // per OS thread, as the launch that sets it
-}  // namespace
-
-void kernel_not_implemented(const char* message) {
-  if (not_implemented.empty()) not_implemented = message;
-}
-std::string take_kernel_not_implemented() { return std::exchange(not_implemented, std::string()); }
 
 void syncthreads() {
   Launch& l = launch_state("__syncthreads");

@@ -47,10 +47,6 @@ void* dynamic_shared();
 
 void syncthreads();
 
-// A stub inside a kernel (an exercise not done yet; kernels cannot throw) records its message here; the
-// caller of the launch takes it and reports it on the host.
-void kernel_not_implemented(const char* message);
-std::string take_kernel_not_implemented();  // empty when no thread stopped at a stub
 // Warp collectives on raw 64-bit values; the typed __shfl_* templates below convert.
 enum class Shuffle { idx, up, down, bfly };
 std::uint64_t shuffle(unsigned mask, std::uint64_t value, Shuffle mode, int lane_or_delta, int width);
