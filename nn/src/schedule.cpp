@@ -1,7 +1,5 @@
 #include "nn/schedule.h"
 
-#include "autograd/errors.h"  // NotImplemented, for the exercise stub of a workspace
-
 #include <algorithm>
 #include <cmath>
 #include <numbers>

@@ -14,22 +14,29 @@ TEST_CASE("ex0.4: backward visits a node only after every consumer has sent its 
   const Tensor a = exp(x);
   const Tensor b = neg(a), c = tanh(a);
   const Tensor d = b + c + exp(b);  // a third path through b, longer than the others
+  INFO(
+      "the gradient reaching x must sum every path through the graph, each once: a node runs once, after "
+      "every node that sends it a gradient");
   sum(d).backward();
   std::vector<double> want;
   for (double xi : {0.3, -0.7, 1.1}) {
     const double ai = std::exp(xi), ti = std::tanh(ai);
     want.push_back((-1.0 + (1 - ti * ti) - std::exp(-ai)) * ai);
   }
-  INFO("the gradient reaching x must sum every path through the graph");
   CHECK(close(x.grad(), f64(want, {3}), 1e-12, 1e-12));
 }
 
 TEST_CASE("ex0.1: the gradient of a product, with a broadcast operand and a tensor used twice", "[ex0.1]") {
   const Tensor a = f64({1, 2, 3, 4, 5, 6}, {2, 3}).set_requires_grad();
   const Tensor b = f64({0.5, -1, 2}, {3}).set_requires_grad();
-  sum(a * b).backward();
-  CHECK(close(a.grad(), f64({0.5, -1, 2, 0.5, -1, 2}, {2, 3}), 0, 0));  // d/da = b, broadcast
-  CHECK(close(b.grad(), f64({5, 7, 9}, {3}), 0, 0));                    // d/db = a, summed over rows
+  {
+    INFO(
+        "d(a * b)/da = g * b and d(a * b)/db = g * a: the upstream g times the other operand, summed back to "
+        "each operand's shape (b [3] was read by both rows of a [2, 3]: sum_to)");
+    (a * b).backward(f64({1, -2, 0.5, 3, 1, -1}, {2, 3}));  // g given directly: not all ones
+    CHECK(close(a.grad(), f64({0.5, 2, 1, 1.5, -1, -2}, {2, 3}), 0, 0));
+    CHECK(close(b.grad(), f64({1 * 1 + 3 * 4, -2 * 2 + 1 * 5, 0.5 * 3 - 1 * 6}, {3}), 0, 0));
+  }
   const Tensor x = f64({1.5, -2}, {2}).set_requires_grad();
   sum(x * x).backward();
   INFO("x * x: both operands are x, and both gradients add up: 2x");
@@ -39,10 +46,13 @@ TEST_CASE("ex0.1: the gradient of a product, with a broadcast operand and a tens
 TEST_CASE("ex0.2: the gradients of a matrix product, batched with a broadcast operand", "[ex0.2]") {
   const Tensor a = f64({1, 2, 3, 4, 5, 6}, {2, 3}).set_requires_grad();
   const Tensor b = f64({1, 0, -1, 2, 0.5, 1, 1, -2, 3, 0, 2, 1}, {3, 4}).set_requires_grad();
-  sum(matmul(a, b)).backward();
-  // d sum(a b) / d a[i, k] = sum_j b[k, j]; / d b[k, j] = sum_i a[i, k].
-  CHECK(close(a.grad(), f64({2, 0.5, 6, 2, 0.5, 6}, {2, 3}), 1e-12, 0));
-  CHECK(close(b.grad(), f64({5, 5, 5, 5, 7, 7, 7, 7, 9, 9, 9, 9}, {3, 4}), 1e-12, 0));
+  {
+    INFO("d(a @ b)/da = g @ b^T [M, K] and d(a @ b)/db = a^T @ g [K, N]");
+    sum(matmul(a, b)).backward();
+    // d sum(a b) / d a[i, k] = sum_j b[k, j]; / d b[k, j] = sum_i a[i, k].
+    CHECK(close(a.grad(), f64({2, 0.5, 6, 2, 0.5, 6}, {2, 3}), 1e-12, 0));
+    CHECK(close(b.grad(), f64({5, 5, 5, 5, 7, 7, 7, 7, 9, 9, 9, 9}, {3, 4}), 1e-12, 0));
+  }
   {
     const Tensor batched = f64({1, 2, 3, 4, 5, 6, -1, -2, -3, -4, -5, -6}, {2, 2, 3}).set_requires_grad();
     const Tensor w = f64({1, 2, 3}, {3, 1}).set_requires_grad();
@@ -75,10 +85,15 @@ TEST_CASE("ex0.3: sum_to sums exactly the broadcast dimensions away", "[ex0.3]")
   std::vector<double> v(24);
   for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<double>(i);
   const Tensor g = f64(v, {2, 3, 4});
-  CHECK(close(sum_to(g, {4}), f64({60, 66, 72, 78}, {4}), 0, 0));     // leading dims
+  INFO("sum_to adds up (never averages) the gradients of every read of a broadcast element");
+  {
+    INFO("the leading dimensions the target lacks are summed away");
+    CHECK(close(sum_to(g, {4}), f64({60, 66, 72, 78}, {4}), 0, 0));
+    CHECK(close(sum_to(g, {}), f64({276}, {}), 0, 0));
+  }
+  INFO("dimensions where the target has size 1 (and g does not) are summed too, kept as size 1");
   CHECK(close(sum_to(g, {3, 1}), f64({60, 92, 124}, {3, 1}), 0, 0));  // leading and a size-1 dim
   CHECK(close(sum_to(g, {2, 1, 4}), f64({12, 15, 18, 21, 48, 51, 54, 57}, {2, 1, 4}), 0, 0));
-  CHECK(close(sum_to(g, {}), f64({276}, {}), 0, 0));
 }
 
 TEST_CASE("ex7.2: cross-entropy with label smoothing, value and gradient", "[ex7.2]") {

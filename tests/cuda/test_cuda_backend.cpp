@@ -290,7 +290,7 @@ TEST_CASE("ex9.1: the row softmax kernel, one warp per row, on rows shorter and 
   const Device dev = device_under_test();
   for (const std::int64_t C : {1, 5, 32, 45, 100}) {
     const Tensor x = cpu_input({6, C}, 50 + C, DType::float32, -30, 30);
-    INFO("rows of " << C);
+    INFO("rows of " << C << ": each lane holds part of the row; warp_reduce combines the 32 lanes' max and sum");
     CHECK(close(softmax(x.to(dev)).cpu(), softmax(x), 1e-6, 1e-5));
     CHECK(close(log_softmax(x.to(dev)).cpu(), log_softmax(x), 1e-5, 1e-5));
   }

@@ -83,7 +83,8 @@ TEST_CASE("ex1.1: PE matches the paper's formula at every (pos, column)", "[ex1.
     for (std::int64_t i = 0; i < D / 2; ++i) {
       const double angle = static_cast<double>(pos) / std::pow(10000.0, 2.0 * static_cast<double>(i) / D);
       INFO("pos " << pos << ", columns " << 2 * i << " and " << 2 * i + 1
-                  << " (seed 003 doubled the exponent: 10000^(2*(2i)/d) gives the wrong frequencies)");
+                  << ": sin on even columns, cos on odd ones, one angle per pair (seed 003 doubled the exponent: "
+                     "10000^(2*(2i)/d) gives the wrong frequencies)");
       CHECK(pe[static_cast<std::size_t>(pos * D + 2 * i)] == Catch::Approx(std::sin(angle)).margin(1e-12));
       CHECK(pe[static_cast<std::size_t>(pos * D + 2 * i + 1)] == Catch::Approx(std::cos(angle)).margin(1e-12));
     }
@@ -116,15 +117,26 @@ TEST_CASE("ex1.2: token embeddings scaled by sqrt(d_model) plus the PE rows of t
 
 TEST_CASE("ex2.1: pad_mask is true at PAD keys, shaped [B, 1, 1, S]", "[ex2.1]") {
   const Tensor m = pad_mask(ids({5, 6, 0, 0, 7, 8, 9, 0}, 2), 0);
-  CHECK(m.shape() == Shape{2, 1, 1, 4});
+  {
+    INFO("[B, 1, 1, S]: PAD is masked on keys, broadcast over heads and query rows");
+    CHECK(m.shape() == Shape{2, 1, 1, 4});
+  }
   CHECK(m.dtype() == DType::boolean);
-  CHECK(m.to_vector<double>() == std::vector<double>{0, 0, 1, 1, 0, 0, 0, 1});
-  CHECK(pad_mask(ids({1, 2, 1}, 1), 1).to_vector<double>() == std::vector<double>{1, 0, 1});  // pad_id honoured
+  {
+    INFO("true (blocked) where the token is PAD, false where it is a real token");
+    CHECK(m.to_vector<double>() == std::vector<double>{0, 0, 1, 1, 0, 0, 0, 1});
+  }
+  INFO("the PAD id is the pad_id argument, not always 0");
+  CHECK(pad_mask(ids({1, 2, 1}, 1), 1).to_vector<double>() == std::vector<double>{1, 0, 1});
 }
 
 TEST_CASE("ex2.2: subsequent_mask blocks exactly the later positions, shaped [1, 1, T, T]", "[ex2.2]") {
   const Tensor m = subsequent_mask(4);
-  CHECK(m.shape() == Shape{1, 1, 4, 4});
+  {
+    INFO("[1, 1, T, T]: broadcast over the batch and the heads");
+    CHECK(m.shape() == Shape{1, 1, 4, 4});
+  }
+  INFO("query i sees keys 0 .. i, itself included: blocked exactly where j > i");
   CHECK(m.to_vector<double>() == std::vector<double>{0, 1, 1, 1, 0, 0, 1, 1, 0, 0, 0, 1, 0, 0, 0, 0});
 }
 
@@ -134,14 +146,9 @@ TEST_CASE("ex2.3: scaled dot-product attention: weights, context, exact zeros wh
   const Tensor blocked = mask({0, 0, 0, 0, 1, 1, 0, 0, 0, 0, 0, 1}, {2, 1, 1, 6});  // PAD keys
   const Attention got = scaled_dot_product_attention(q, k, v, blocked);
   const Attention want = reference_attention(q, k, v, blocked);
-  INFO("weights = softmax(Q K^T / sqrt(d_k)); context = weights V");
-  CHECK(close(got.weights, want.weights, 1e-6, 1e-5));
-  CHECK(close(got.context, want.context, 1e-6, 1e-5));
-  Generator g(31), replay = g;
-  const Attention dropped = scaled_dot_product_attention(q, k, v, blocked, 0.5, true, g);
   {
-    INFO("with dropout 0.5 in training: dropout on the attention weights, before they multiply V");
-    CHECK(close(dropped.context, matmul(dropout(want.weights, 0.5, true, replay), v), 1e-6, 1e-5));
+    INFO("each query's weights sum to 1 over the keys: softmax over the last dimension");
+    CHECK(close(sum(got.weights, {-1}), ones({2, 3, 5}), 1e-6, 1e-6));
   }
   const auto w = got.weights.to_vector<double>();
   const auto b = expand(blocked, {2, 3, 5, 6}).to_vector<double>();
@@ -150,17 +157,34 @@ TEST_CASE("ex2.3: scaled dot-product attention: weights, context, exact zeros wh
       INFO("a blocked key got weight " << w[i] << " (seed 002 discarded masked_fill's result: the mask did nothing)");
       REQUIRE(w[i] == 0.0);
     }
+  {
+    INFO("weights = softmax(Q K^T / sqrt(d_k)); context = weights V");
+    CHECK(close(got.weights, want.weights, 1e-6, 1e-5));
+    CHECK(close(got.context, want.context, 1e-6, 1e-5));
+  }
+  Generator g(31), replay = g;
+  const Attention dropped = scaled_dot_product_attention(q, k, v, blocked, 0.5, true, g);
+  INFO("with dropout 0.5 in training: dropout on the attention weights, before they multiply V");
+  CHECK(close(dropped.context, matmul(dropout(want.weights, 0.5, true, replay), v), 1e-6, 1e-5));
 }
 
 TEST_CASE("ex2.4: split_heads and merge_heads move whole head slices and round-trip", "[ex2.4]") {
   Generator gen(4);
   const Tensor x = randn({2, 3, 8}, gen);
   const Tensor heads = split_heads(x, 4);
-  CHECK(heads.shape() == Shape{2, 4, 3, 2});
-  CHECK(heads.to_vector<double>() == reference_split(x, 4).to_vector<double>());
-  CHECK(merge_heads(heads).shape() == Shape{2, 3, 8});
-  INFO("merge_heads of a permuted (non-contiguous) tensor must copy, not view (seed 002)");
-  CHECK(merge_heads(heads).to_vector<double>() == x.to_vector<double>());
+  {
+    INFO(
+        "split_heads: head h takes columns h*Dh .. (h+1)*Dh - 1 of every position: view as [B, T, H, Dh], "
+        "then permute to [B, H, T, Dh]");
+    CHECK(heads.shape() == Shape{2, 4, 3, 2});
+    CHECK(heads.to_vector<double>() == reference_split(x, 4).to_vector<double>());
+  }
+  INFO(
+      "merge_heads undoes split_heads: permute back to [B, T, H, Dh], then reshape, which copies: the permuted "
+      "tensor is not contiguous, so view cannot (seed 002)");
+  const Tensor packed = contiguous(heads);  // as attention's output is: a permuted view of it is not contiguous
+  CHECK(merge_heads(packed).shape() == Shape{2, 3, 8});
+  CHECK(merge_heads(packed).to_vector<double>() == x.to_vector<double>());
 }
 
 TEST_CASE("ex2.5: multi-head attention projects, splits, attends, merges and projects", "[ex2.5]") {
@@ -168,7 +192,22 @@ TEST_CASE("ex2.5: multi-head attention projects, splits, attends, merges and pro
   MultiHeadAttention mha(8, 2, 0.0, gen);
   const Tensor x = randn({2, 4, 8}, gen), mem = randn({2, 5, 8}, gen);
   const Tensor blocked = mask({0, 0, 0, 1, 1, 0, 0, 0, 0, 0}, {2, 1, 1, 5});
-  CHECK(close(mha.forward(x, mem, mem, blocked).context, reference_mha(mha, x, mem, blocked), 1e-5, 1e-5));
+  {
+    INFO(
+        "queries through w_q, split into heads, attention with the mask, heads merged, then the output "
+        "projection w_o");
+    CHECK(close(mha.forward(x, mem, mem, blocked).context, reference_mha(mha, x, mem, blocked), 1e-5, 1e-5));
+  }
+  Generator g(51);
+  MultiHeadAttention with_dropout(8, 2, 0.5, g);  // training mode
+  Generator replay = g;
+  const Tensor got = with_dropout.forward(x, mem, mem, blocked).context;
+  const Tensor qh = reference_split((*with_dropout.w_q)(x), 2), kh = reference_split((*with_dropout.w_k)(mem), 2);
+  const Tensor vh = reference_split((*with_dropout.w_v)(mem), 2);
+  const Tensor w = dropout(reference_attention(qh, kh, vh, blocked).weights, 0.5, true, replay);
+  const Tensor ctx = reshape(contiguous(permute(matmul(w, vh), {0, 2, 1, 3})), {2, 4, 8});
+  INFO("with dropout 0.5 in training: the module's dropout goes to the attention weights");
+  CHECK(close(got, (*with_dropout.w_o)(ctx), 1e-5, 1e-5));
 }
 
 TEST_CASE("ex3.1: add & norm: LayerNorm(x + sublayer(x)), and the pre-norm variant", "[ex3.1]") {
@@ -209,7 +248,10 @@ TEST_CASE("ex4.1: the position-wise feed-forward network", "[ex4.1]") {
   Generator gen(7);
   PositionwiseFeedForward ffn(8, 16, 0.0, gen);
   const Tensor x = randn({2, 3, 8}, gen);
-  CHECK(close(ffn.forward(x), reference_ffn(ffn, x), 1e-5, 1e-5));
+  {
+    INFO("W_2 ReLU(W_1 x + b_1) + b_2");
+    CHECK(close(ffn.forward(x), reference_ffn(ffn, x), 1e-5, 1e-5));
+  }
   Generator g(71);
   PositionwiseFeedForward with_dropout(8, 16, 0.5, g);
   Generator replay = g;
@@ -241,12 +283,14 @@ TEST_CASE("ex5.2: the encoder: embedding, every layer with the PAD mask, in orde
   Tensor x = enc.embed->forward(src);
   for (auto& layer : *enc.layers) x = layer->forward(x, pad_mask(src, 0)).context;
   const EncoderOutput out = enc.forward(src);
+  INFO("every layer gets the source PAD mask, and each layer's output feeds the next");
   CHECK(close(out.memory, x, 1e-5, 1e-5));
   CHECK(out.attention.size() == 2);
 }
 
 TEST_CASE("ex6.1: the decoder's mask blocks PAD keys and future positions", "[ex6.1]") {
   const Tensor m = decoder_mask(ids({5, 6, 0, 7, 8, 9}, 2), 0);
+  INFO("blocked where the key is PAD or in the future of the query (PAD on keys, not on query rows), [B, 1, T, T]");
   CHECK(m.shape() == Shape{2, 1, 3, 3});
   CHECK(m.to_vector<double>() == std::vector<double>{0, 1, 1, 0, 0, 1, 0, 0, 1, 0, 1, 1, 0, 0, 1, 0, 0, 0});
 }
@@ -295,7 +339,9 @@ TEST_CASE("ex7.1: greedy decoding appends the most likely allowed token until EO
       prefix.push_back(best);
       if (best == o.eos) break;
     }
-    INFO("row " << b);
+    INFO("row " << b
+                << ": each step feeds the whole prefix so far (BOS and every token chosen) and appends the "
+                   "most likely token that is not PAD, BOS or UNK");
     CHECK(got[static_cast<std::size_t>(b)] == want);
   }
   // A model that always prefers EOS: every row must stop right after it, not run on to max_len.
@@ -311,6 +357,7 @@ TEST_CASE("ex7.1: greedy decoding appends the most likely allowed token until EO
 
 TEST_CASE("ex7.3: the Noam schedule: linear warmup, then inverse square root decay", "[ex7.3]") {
   const nn::NoamSchedule s{512, 4000, 2.0};
+  INFO("lr = factor * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)");
   for (const std::int64_t step : {1, 100, 3999, 4000, 4001, 20000}) {
     const double want =
         2.0 / std::sqrt(512.0) * std::min(1.0 / std::sqrt(static_cast<double>(step)), step * std::pow(4000.0, -1.5));
@@ -319,4 +366,6 @@ TEST_CASE("ex7.3: the Noam schedule: linear warmup, then inverse square root dec
   }
   CHECK(s(4000) > s(3000));
   CHECK(s(4000) > s(5000));  // the peak is at the end of warmup
+  INFO("step 0 (before the first update) counts as step 1: 0^-0.5 is infinite");
+  CHECK(s(0) == s(1));
 }

@@ -34,11 +34,40 @@ struct Exercise {
 // Throws std::runtime_error naming the file and line for a malformed, nested or unterminated marker.
 std::vector<Exercise> find_exercises(const std::filesystem::path& root);
 
-enum class StubKind { stub, proof };
-// Rewrites one file's marked regions of the given exercises (all when `only` is empty). stub: the region's
-// code is replaced by a throw of NotImplemented (a kernel stub in .cu files). proof: the code stays, behind
-// a check that throws unless STEPFORMER_RESTORED_EXERCISES names the exercise (the CI's per-exercise proof).
+// The bug bank (tools/exercises/bank/chNN.txt): per exercise, solutions known to be wrong, each with the
+// words its first failure message must contain, and alternative correct solutions, which must pass.
+//
+//   == WRONG 2.3 no-scale: scores not divided by sqrt(d_k)
+//   expect: sqrt(d_k)
+//   ... the region's body ...
+//   -- region 2
+//   ... the body of the exercise's second region (regions not given keep the reference solution) ...
+//   == ALTERNATIVE 2.3 where-fill: where(blocked, -inf, scores) instead of masked_fill
+//   ...
+// Lines starting with '#' before the first entry are comments.
+struct BankEntry {
+  std::string number;  // "2.3"
+  std::string name;    // "no-scale": a C++-identifier-like slug, unique per exercise
+  bool wrong = true;   // false: an alternative correct solution
+  std::string what;    // the mistake, or the alternative, in words
+  std::string expect;  // wrong only: what the first failure message must contain (case-insensitive)
+  std::map<int, std::vector<std::string>> regions;  // region index (1-based) -> body lines
+  std::filesystem::path file;
+  int line = 0;
+};
+
+// Every entry of the bank folder's chNN.txt files, in file order. Throws std::runtime_error naming the file
+// and line for a malformed entry, an unknown exercise or region, or a name used twice.
+std::vector<BankEntry> read_bank(const std::filesystem::path& folder, const std::vector<Exercise>& all);
+
+enum class StubKind { stub, bank };
+// Rewrites one file's marked regions of the given exercises (all when `only` is empty).
+//  stub: the region's code is replaced by a throw of NotImplemented (in a kernel: a trap on a GPU, a throw
+//        under cuda-sim, which carries it to the host).
+//  bank: every body runs in one build, chosen at run time: the reference, each bank entry, or the stub,
+//        by STEPFORMER_EXERCISE_BODIES ("2.3=no-scale,*=reference"; an exercise not named gets the stub).
+//        The CI's proof and bug bank grade one build this way; a helper is written at the file's top.
 std::string rewrite(const std::string& text, const std::filesystem::path& file, StubKind kind,
-                    const std::vector<std::string>& only);
+                    const std::vector<std::string>& only, const std::vector<BankEntry>& bank = {});
 
 }  // namespace exercises

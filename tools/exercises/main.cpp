@@ -1,26 +1,29 @@
 // exercises: list the exercises, make a student workspace, grade a build (docs/exercises.md).
 //
 //   exercises list      [--root DIR]
-//   exercises workspace DEST [--root DIR] [--chapter N] [--proof] [--marked-only]
+//   exercises workspace DEST [--root DIR] [--chapter N] [--bank] [--marked-only]
 //   exercises grade     [--root DIR] [--build DIR] [--chapter N] [--json FILE] [--expect pass|stubbed]
-//   exercises prove     [--root DIR] [--build DIR]
+//   exercises prove     [--root DIR] [--build DIR] [--table FILE]
 //
 // grade runs, for each exercise, the tests tagged [exN.M] in every test program of the build, each under
 // `timeout` (a crash or a hang fails that exercise only), and prints a table and a total; --expect turns it
 // into a check (exit 1 unless every exercise passes / every exercise fails with NotImplemented).
-// prove is the CI's per-exercise check on a --proof workspace's build: with only exercise k (and what it
-// needs) restored, exactly those exercises pass.
+// prove is the CI's check on a --bank workspace's build: with only exercise k (and what it needs) restored,
+// exactly those exercises pass; then every bug-bank entry in turn (tools/exercises/bank): a wrong solution
+// scores 0 with a first failure naming its mistake, an alternative solution scores full points.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <sys/wait.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <set>
 #include <sstream>
 
@@ -68,6 +71,27 @@ struct Run {
   std::string message;  // the first failure, or how the program ended
 };
 
+// The first failed assertion of Catch2's compact report, on one line, its messages (the INFOs naming what is
+// checked) first: "'the messages' (failed: the expression for: its values)". A long expression wraps onto
+// more lines; the report of the next assertion or the summary ends it.
+std::string first_failure(const std::string& output) {
+  static const std::regex next_report(R"(^\S+:\d+: (passed|failed)|^test cases:|^assertions:)");
+  static const std::regex messages(R"( with \d+ messages?: )");
+  std::istringstream lines(output);
+  std::string block;
+  bool inside = false;
+  for (std::string line; std::getline(lines, line);) {
+    if (inside && std::regex_search(line, next_report)) break;
+    const auto at = line.find(": failed: ");
+    if (!inside && at == std::string::npos) continue;
+    block += inside ? " " + line : line.substr(at + 2);
+    inside = true;
+  }
+  std::smatch m;
+  if (!std::regex_search(block, m, messages)) return block;
+  return m.suffix().str() + " (" + m.prefix().str() + ")";
+}
+
 // Runs one program's tests with the tag; the program may crash or hang without taking the grader along.
 Run run_tagged(const fs::path& program, const std::string& tag) {
   const std::string cmd = fmt::format("timeout {} {} {} --allow-running-no-tests --reporter compact 2>&1",
@@ -84,14 +108,7 @@ Run run_tagged(const fs::path& program, const std::string& tag) {
   r.ran = true;
   r.passed = code == 0;
   if (r.passed) return r;
-  std::istringstream lines(output);
-  for (std::string line; std::getline(lines, line);) {
-    const auto at = line.find(": failed: ");
-    if (at != std::string::npos) {
-      r.message = line.substr(at + 2);
-      break;
-    }
-  }
+  r.message = first_failure(output);
   if (code == 124)
     r.message = fmt::format("timed out after {} s", timeout_seconds());
   else if (code > 128 && r.message.empty())
@@ -108,11 +125,14 @@ struct Result {
   std::string blocked_by;
 };
 
-std::vector<Result> grade(const std::vector<Exercise>& all, const fs::path& build, int chapter) {
+// Every exercise of `chapter` (all when negative), or only exercise `number` when it is given.
+std::vector<Result> grade(const std::vector<Exercise>& all, const fs::path& build, int chapter,
+                          const std::string& number = "") {
   std::vector<Result> results;
   std::set<std::string> failed;
   for (const Exercise& ex : all) {
     if (chapter >= 0 && ex.chapter != chapter) continue;
+    if (!number.empty() && ex.number != number) continue;
     Result r;
     r.ex = &ex;
     bool ran = false;
@@ -178,7 +198,7 @@ nlohmann::json to_json(const std::vector<Result>& results) {
   return j;
 }
 
-void make_workspace(const fs::path& root, const fs::path& dest, int chapter, bool proof, bool marked_only,
+void make_workspace(const fs::path& root, const fs::path& dest, int chapter, bool bank, bool marked_only,
                     const std::vector<Exercise>& all) {
   if (marked_only && !fs::exists(dest / "WORKSPACE.md"))
     throw std::runtime_error(dest.string() + " is not a workspace (no WORKSPACE.md)");
@@ -204,12 +224,15 @@ void make_workspace(const fs::path& root, const fs::path& dest, int chapter, boo
   std::set<fs::path> files;
   for (const Exercise& ex : all)
     for (const auto& region : ex.regions) files.insert(region.file);
+  const auto entries =
+      bank ? exercises::read_bank(root / "tools/exercises/bank", all) : std::vector<exercises::BankEntry>{};
   for (const fs::path& f : files)
-    write_atomically(
-        dest / f,
-        exercises::rewrite(read(root / f), f, proof ? exercises::StubKind::proof : exercises::StubKind::stub, only));
+    write_atomically(dest / f,
+                     exercises::rewrite(read(root / f), f, bank ? exercises::StubKind::bank : exercises::StubKind::stub,
+                                        only, entries));
   if (marked_only) {
-    fmt::print("rewrote the marked files of {} ({})\n", dest.string(), proof ? "proof mode" : "stubs");
+    fmt::print("rewrote the marked files of {} ({})\n", dest.string(),
+               bank ? "every body, chosen at run time" : "stubs");
     return;
   }
   std::string guide = "# Your stepformer workspace\n\n";
@@ -227,11 +250,19 @@ void make_workspace(const fs::path& root, const fs::path& dest, int chapter, boo
                            ex.regions.front().first_line, ex.hint);
   write_atomically(dest / "WORKSPACE.md", guide);
   fmt::print("workspace written to {} ({} exercises stubbed{}); read {}\n", dest.string(), only.size(),
-             proof ? ", proof mode" : "", (dest / "WORKSPACE.md").string());
+             bank ? ", every body chosen at run time" : "", (dest / "WORKSPACE.md").string());
 }
 
-// The CI's per-exercise check: with only `k` and what it needs restored, exactly those pass.
-int prove(const std::vector<Exercise>& all, const fs::path& build) {
+std::string lowercase(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+// The CI's proof. 1: with only `k` and what it needs restored, exactly those pass. 2: each bank entry, with
+// every other exercise at its reference: a wrong one scores 0 and its first failure contains its `expect`
+// words; an alternative scores full points. 3: every exercise has at least two wrong entries.
+int prove(const std::vector<Exercise>& all, const std::vector<exercises::BankEntry>& bank, const fs::path& build,
+          const fs::path& table_file) {
   int problems = 0;
   std::map<std::string, const Exercise*> by_number;
   for (const Exercise& ex : all) by_number[ex.number] = &ex;
@@ -244,9 +275,9 @@ int prove(const std::vector<Exercise>& all, const fs::path& build) {
       if (restored.insert(n).second && by_number.count(n))
         for (const auto& m : by_number[n]->needs) todo.push_back(m);
     }
-    std::string list;
-    for (const auto& n : restored) list += (list.empty() ? "" : ",") + n;
-    setenv("STEPFORMER_RESTORED_EXERCISES", list.c_str(), 1);
+    std::string list, bodies;
+    for (const auto& n : restored) list += (list.empty() ? "" : ",") + n, bodies += n + "=reference,";
+    setenv("STEPFORMER_EXERCISE_BODIES", bodies.c_str(), 1);
     const auto results = grade(all, build, -1);
     for (const Result& r : results) {
       const bool expect = restored.count(r.ex->number) > 0;
@@ -259,9 +290,51 @@ int prove(const std::vector<Exercise>& all, const fs::path& build) {
     fmt::print("restoring {:<12} -> {} passes\n", list,
                std::count_if(results.begin(), results.end(), [](const Result& r) { return r.passed; }));
   }
-  unsetenv("STEPFORMER_RESTORED_EXERCISES");
+  struct Row {
+    int wrong = 0, caught = 0, alternatives = 0, passing = 0;
+  };
+  std::map<std::string, Row> rows;
+  for (const exercises::BankEntry& e : bank) {
+    setenv("STEPFORMER_EXERCISE_BODIES", ("*=reference," + e.number + "=" + e.name).c_str(), 1);
+    const Result r = grade(all, build, -1, e.number).front();
+    Row& row = rows[e.number];
+    bool ok = false;
+    if (e.wrong) {
+      ++row.wrong;
+      ok = !r.passed && lowercase(r.message).find(lowercase(e.expect)) != std::string::npos;
+      row.caught += ok;
+    } else {
+      ++row.alternatives;
+      ok = r.passed;
+      row.passing += ok;
+    }
+    fmt::print("{} {:<5} {:<28} {}\n", ok ? "ok  " : "BAD ", e.number, e.name,
+               r.passed ? std::string("passes") : "fails: " + r.message);
+    if (!ok) {
+      ++problems;
+      fmt::print("     {}:{}: {} ({}) {}\n", e.file.string(), e.line, e.wrong ? "wrong" : "alternative", e.what,
+                 e.wrong ? (r.passed ? "passes: the tests do not catch this mistake"
+                                     : "fails, but the first failure does not say '" + e.expect + "'")
+                         : "fails: the tests grade the reference's spelling, not its behaviour");
+    }
+  }
+  unsetenv("STEPFORMER_EXERCISE_BODIES");
+  std::string table =
+      "| exercise | wrong solutions caught / kept | alternative solutions passing / kept |\n|---|---|---|\n";
+  for (const Exercise& ex : all) {
+    const Row row = rows[ex.number];
+    if (row.wrong < 2) {
+      ++problems;
+      fmt::print("exercise {}: {} wrong solutions in the bank, at least 2 wanted\n", ex.number, row.wrong);
+    }
+    table += fmt::format("| {} | {} / {} | {} |\n", ex.number, row.caught, row.wrong,
+                         row.alternatives ? fmt::format("{} / {}", row.passing, row.alternatives) : "-");
+  }
+  fmt::print("\n{}", table);
+  if (!table_file.empty()) write_atomically(table_file, table);
   fmt::print("{}\n", problems ? fmt::format("{} problems", problems)
-                              : "every exercise's tests pass exactly when it is restored");
+                              : "every exercise's tests pass exactly when it is restored, fail every wrong solution "
+                                "in the bank with a message naming it, and pass every alternative");
   return problems ? 1 : 0;
 }
 
@@ -269,17 +342,17 @@ int prove(const std::vector<Exercise>& all, const fs::path& build) {
 
 int main(int argc, char** argv) {
   CLI::App app("stepformer's exercises: list, make a workspace, grade (docs/exercises.md)");
-  fs::path root = ".", build = "build/release", dest, json;
+  fs::path root = ".", build = "build/release", dest, json, table;
   std::string chapter_text;  // "09" is chapter 9, not an octal number
   int chapter = -1;
-  bool proof = false, marked_only = false;
+  bool bank = false, marked_only = false;
   std::string expect;
   app.add_option("--root", root, "the sources (the reference repository or a workspace)")->capture_default_str();
   auto* list_cmd = app.add_subcommand("list", "the exercises and their points");
   auto* ws = app.add_subcommand("workspace", "copy the project with the exercises stubbed");
   ws->add_option("dest", dest, "a new folder")->required();
   ws->add_option("--chapter", chapter_text, "stub only this chapter's exercises (e.g. 2 or 02)");
-  ws->add_flag("--proof", proof, "keep the solutions behind STEPFORMER_RESTORED_EXERCISES (for the CI proof)");
+  ws->add_flag("--bank", bank, "every body (reference, bug bank, stub) chosen at run time (for the CI proof)");
   ws->add_flag("--marked-only", marked_only, "rewrite only the marked files of an existing workspace");
   auto* gr = app.add_subcommand("grade", "run each exercise's tests in a build and print the points");
   gr->add_option("--build", build, "the build folder (its bin/ holds the test programs)")->capture_default_str();
@@ -287,8 +360,9 @@ int main(int argc, char** argv) {
   gr->add_option("--json", json, "also write the results here (default: BUILD/grade.json)");
   gr->add_option("--expect", expect, "check: pass (every exercise passes) or stubbed (every one fails, NotImplemented)")
       ->check(CLI::IsMember({"pass", "stubbed"}));
-  auto* pr = app.add_subcommand("prove", "on a --proof workspace's build: each exercise passes exactly when restored");
+  auto* pr = app.add_subcommand("prove", "on a --bank workspace's build: restored exercises pass, the bug bank fails");
   pr->add_option("--build", build, "the build folder")->capture_default_str();
+  pr->add_option("--table", table, "also write the bug bank's table here (markdown)");
   app.require_subcommand(1);
   CLI11_PARSE(app, argc, argv);
   try {
@@ -309,10 +383,10 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (ws->parsed()) {
-      make_workspace(fs::absolute(root), fs::absolute(dest), chapter, proof, marked_only, all);
+      make_workspace(fs::absolute(root), fs::absolute(dest), chapter, bank, marked_only, all);
       return 0;
     }
-    if (pr->parsed()) return prove(all, build);
+    if (pr->parsed()) return prove(all, exercises::read_bank(root / "tools/exercises/bank", all), build, table);
     const auto results = grade(all, build, chapter);
     print(results);
     write_atomically(json.empty() ? build / "grade.json" : json, to_json(results).dump(2) + "\n");

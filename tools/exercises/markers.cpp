@@ -115,14 +115,53 @@ std::vector<Exercise> find_exercises(const fs::path& root) {
   return out;
 }
 
-std::string rewrite(const std::string& text, const fs::path& file, StubKind kind,
-                    const std::vector<std::string>& only) {
+namespace {
+
+// What a rewritten file needs: NotImplemented for the stubs and, in a bank workspace, the body chooser.
+std::string preamble(StubKind kind) {
+  std::string p = "// tools/exercises rewrote this file's exercise regions (docs/exercises.md).\n";
+  p += "#include \"autograd/errors.h\"\n";
+  if (kind == StubKind::bank)
+    p += "#include <cstdlib>\n#include <string>\n"
+         "namespace {\n"
+         "// True when STEPFORMER_EXERCISE_BODIES (\"2.3=no-scale,*=reference\") chooses this body for the exercise.\n"
+         "[[maybe_unused]] bool exercise_body(const char* number, const char* body) {\n"
+         "  const char* env = std::getenv(\"STEPFORMER_EXERCISE_BODIES\");\n"
+         "  if (env == nullptr) return false;\n"
+         "  const std::string list = std::string(\",\") + env + \",\";\n"
+         "  const auto chosen = [&list](const std::string& who) {\n"
+         "    const auto at = list.find(\",\" + who + \"=\");\n"
+         "    if (at == std::string::npos) return std::string();\n"
+         "    const auto from = at + who.size() + 2;\n"
+         "    return list.substr(from, list.find(',', from) - from);\n"
+         "  };\n"
+         "  std::string c = chosen(number);\n"
+         "  if (c.empty()) c = chosen(\"*\");\n"
+         "  return c == body;\n"
+         "}\n"
+         "}  // namespace\n";
+  return p;
+}
+
+std::string stub_line(const std::string& indent, bool kernel, const std::string& message) {
+  const std::string thrown = "throw ::stepformer::NotImplemented(\"" + message + "\");";
+  if (!kernel) return indent + thrown + "\n";
+  // A GPU kernel cannot throw: it traps. cuda-sim runs kernels on the CPU and carries the throw to the host.
+  return "#if defined(__CUDA_ARCH__)\n" + indent + "__trap();\n#else\n" + indent + thrown + "\n#endif\n";
+}
+
+}  // namespace
+
+std::string rewrite(const std::string& text, const fs::path& file, StubKind kind, const std::vector<std::string>& only,
+                    const std::vector<BankEntry>& bank) {
   const bool kernel = file.extension() == ".cu" || file.extension() == ".cuh";
   const auto lines = lines_of(text);
-  std::string out;
-  std::string number, hint;
+  std::string out, body;  // body: the reference lines of the region being read
+  std::string number, hint, indent;
   std::map<std::string, std::string> hints;  // for (continued) regions
-  bool inside = false, replacing = false;
+  std::map<std::string, int> region_of;      // how many regions of each exercise this file has shown
+  bool inside = false, replacing = false, touched = false;
+  int region = 0;
   for (const std::string& line : lines) {
     std::smatch m;
     const bool begin = std::regex_match(line, m, kBegin), continued = !begin && std::regex_match(line, m, kContinued);
@@ -130,32 +169,50 @@ std::string rewrite(const std::string& text, const fs::path& file, StubKind kind
       number = m[2].str() + "." + m[3].str();
       if (begin) hints[number] = m[7].str();
       hint = hints.count(number) ? hints[number] : "see the first region of this exercise";
+      region = ++region_of[number];
+      indent = m[1].str();
       inside = true;
       replacing = only.empty() || std::find(only.begin(), only.end(), number) != only.end();
+      touched |= replacing;
+      body.clear();
       out += line + "\n";
-      if (!replacing) continue;
-      const std::string indent = m[1].str();
-      const std::string message = "exercise " + number + ": " + c_string(hint);
-      const std::string stub = kernel ? "STEPFORMER_KERNEL_STUB(\"" + message + "\");"
-                                      : "throw ::stepformer::NotImplemented(\"" + message + "\");";
-      if (kind == StubKind::stub)
-        out += indent + stub + "\n";
-      else if (kernel)
-        out += indent + "if (!::stepformer::exercise_restored(\"" + number + "\")) {\n" + indent + "  " + stub + "\n" +
-               indent + "  return;\n" + indent + "}\n";
-      else
-        out += indent + "if (!::stepformer::exercise_restored(\"" + number + "\")) " + stub + "\n";
       continue;
     }
     if (std::regex_match(line, kEnd)) {
+      if (inside && replacing) {
+        const std::string stub = stub_line(indent, kernel, "exercise " + number + ": " + c_string(hint));
+        if (kind == StubKind::stub) {
+          out += stub;
+        } else {  // reference first; each bank entry's own body; otherwise the stub
+          std::string uses_reference = "exercise_body(\"" + number + "\", \"reference\")";
+          std::string others;
+          for (const BankEntry& e : bank) {
+            if (e.number != number) continue;
+            const std::string test = "exercise_body(\"" + number + "\", \"" + e.name + "\")";
+            const auto r = e.regions.find(region);
+            if (r == e.regions.end()) {
+              uses_reference += " || " + test;
+              continue;
+            }
+            others +=
+                indent + "} else if (" + test + ") {  // " + (e.wrong ? "wrong: " : "alternative: ") + e.what + "\n";
+            for (const std::string& l : r->second) others += l + "\n";
+          }
+          out += indent + "if (" + uses_reference + ") {\n" + body + others + indent + "} else {\n" + stub + indent +
+                 "}\n";
+        }
+      }
       inside = false;
       out += line + "\n";
       continue;
     }
-    if (inside && replacing && kind == StubKind::stub) continue;  // the solution's lines are dropped
+    if (inside && replacing) {
+      body += line + "\n";
+      continue;
+    }
     out += line + "\n";
   }
-  return out;
+  return touched ? preamble(kind) + out : out;
 }
 
 }  // namespace exercises

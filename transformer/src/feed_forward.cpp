@@ -1,7 +1,6 @@
 // Chapter 04. Shape legend in transformer/config.h.
 #include "transformer/feed_forward.h"
 
-#include "autograd/errors.h"  // NotImplemented, for the exercise stub of a workspace
 #include "autograd/ops.h"
 
 namespace stepformer::transformer {

@@ -24,9 +24,6 @@
                                       std::to_string(__LINE__) + " (" #call ")");                              \
   } while (0)
 
-// An exercise's stub inside a kernel (tools/exercises): a GPU cannot throw; the kernel stops.
-#define STEPFORMER_KERNEL_STUB(message) __trap()
-
 namespace stepformer::STEPFORMER_CUDA_NS {
 template <class... Params, class... Args>
 void launch(void (*kernel)(Params...), dim3 grid, dim3 block, std::size_t shared_bytes, Args... args) {
@@ -40,16 +37,11 @@ void launch(void (*kernel)(Params...), dim3 grid, dim3 block, std::size_t shared
 
 #include "cudasim/cudasim.h"
 
-// An exercise's stub inside a kernel (tools/exercises): kernels cannot throw, so the stub records its
-// message and the thread returns; launch() throws NotImplemented on the host.
-#define STEPFORMER_KERNEL_STUB(message) ::cudasim::kernel_not_implemented(message)
-
 namespace stepformer::STEPFORMER_CUDA_NS {
 using cudasim::dim3;
 template <class... Params, class... Args>
 void launch(void (*kernel)(Params...), dim3 grid, dim3 block, std::size_t shared_bytes, Args... args) {
   cudasim::launch(kernel, grid, block, shared_bytes, static_cast<Params>(args)...);
-  if (std::string stub = cudasim::take_kernel_not_implemented(); !stub.empty()) throw NotImplemented(stub);
 }
 }  // namespace stepformer::STEPFORMER_CUDA_NS
 #endif

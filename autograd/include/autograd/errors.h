@@ -46,11 +46,4 @@ struct NotImplemented : Error {  // an exercise stub, or a feature not built on 
   using Error::Error;
 };
 
-// For the exercises' CI proof (tools/exercises, docs/exercises.md): a "proof" workspace keeps each
-// exercise's solution behind `if (!exercise_restored("2.3")) throw NotImplemented(...)`, so that one build
-// shows, exercise by exercise, that its tests pass exactly when its solution is present. True when
-// STEPFORMER_RESTORED_EXERCISES (comma-separated numbers, or "all") names the exercise. The reference
-// code never calls it.
-bool exercise_restored(const std::string& number);
-
 }  // namespace stepformer

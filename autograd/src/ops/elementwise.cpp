@@ -67,7 +67,7 @@ Tensor mul(const Tensor& a, const Tensor& b) {
   const Tensor sa = a.detach(), sb = b.detach();  // detached: a saved tensor must not own the graph
   // x * 0.5 multiplies by a constant: its gradient (a whole reduction) would be thrown away.
   const bool a_needs = a.requires_grad(), b_needs = b.requires_grad();
-  // Undefined gradients for inputs that need none. (-> Gradients: a stub that only throws returns one too.)
+  // Undefined gradients for inputs that need none.
   record(Op::mul, out, {a, b},
          [sa, sb, a_needs, b_needs](const Tensor& g) -> Gradients {
            // EXERCISE 0.1 (5 points, needs 0.3 0.4): the gradients of a * b with respect to a and to b.

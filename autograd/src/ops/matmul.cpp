@@ -25,7 +25,7 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b) {
   // Each gradient reads only the other operand: keep an operand alive only if the other one needs it.
   const bool a_needs = a.requires_grad(), b_needs = b.requires_grad();
   const Tensor sa = b_needs ? a.detach() : Tensor(), sb = a_needs ? b.detach() : Tensor();
-  // An undefined saved operand: the other input needs no gradient. (-> Gradients: a stub returns one too.)
+  // An undefined saved operand: the other input needs no gradient.
   record(Op::matmul, out, {a, b},
          [sa, sb, a_shape = a.shape(), b_shape = b.shape()](const Tensor& g) -> Gradients {
            // EXERCISE 0.2 (5 points, needs 0.3 0.4): the gradients of a @ b with respect to a and to b.
