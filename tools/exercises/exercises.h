@@ -30,6 +30,10 @@ struct Exercise {
   std::vector<Region> regions;
 };
 
+// A whole file's text; and the error for a malformed input file, naming the file and line.
+std::string read_text(const std::filesystem::path& p);
+[[noreturn]] void fail_at(const std::filesystem::path& file, int line, const std::string& what);
+
 // Every exercise under root's library folders (autograd, nn, transformer), in number order.
 // Throws std::runtime_error naming the file and line for a malformed, nested or unterminated marker.
 std::vector<Exercise> find_exercises(const std::filesystem::path& root);
@@ -67,7 +71,9 @@ enum class StubKind { stub, bank };
 //  bank: every body runs in one build, chosen at run time: the reference, each bank entry, or the stub,
 //        by STEPFORMER_EXERCISE_BODIES ("2.3=no-scale,*=reference"; an exercise not named gets the stub).
 //        The CI's proof and bug bank grade one build this way; a helper is written at the file's top.
+// `all` (bank only) numbers an exercise's regions as find_exercises does, across files.
 std::string rewrite(const std::string& text, const std::filesystem::path& file, StubKind kind,
-                    const std::vector<std::string>& only, const std::vector<BankEntry>& bank = {});
+                    const std::vector<std::string>& only, const std::vector<BankEntry>& bank = {},
+                    const std::vector<Exercise>& all = {});
 
 }  // namespace exercises

@@ -41,13 +41,6 @@ int timeout_seconds() {
   return env ? std::max(1, std::atoi(env)) : 300;
 }
 
-std::string read(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 // Written whole to a temporary file, then renamed over the target: a crash leaves the old file or the new.
 void write_atomically(const fs::path& p, const std::string& text) {
   const fs::path tmp = p.string() + ".tmp";
@@ -227,9 +220,9 @@ void make_workspace(const fs::path& root, const fs::path& dest, int chapter, boo
   const auto entries =
       bank ? exercises::read_bank(root / "tools/exercises/bank", all) : std::vector<exercises::BankEntry>{};
   for (const fs::path& f : files)
-    write_atomically(dest / f,
-                     exercises::rewrite(read(root / f), f, bank ? exercises::StubKind::bank : exercises::StubKind::stub,
-                                        only, entries));
+    write_atomically(
+        dest / f, exercises::rewrite(exercises::read_text(root / f), f,
+                                     bank ? exercises::StubKind::bank : exercises::StubKind::stub, only, entries, all));
   if (marked_only) {
     fmt::print("rewrote the marked files of {} ({})\n", dest.string(),
                bank ? "every body, chosen at run time" : "stubs");

@@ -24,17 +24,6 @@ std::vector<std::string> lines_of(const std::string& text) {
   return lines;
 }
 
-std::string read(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-[[noreturn]] void fail(const fs::path& file, int line, const std::string& what) {
-  throw std::runtime_error(file.string() + ":" + std::to_string(line) + ": " + what);
-}
-
 bool is_source(const fs::path& p) {
   const auto e = p.extension();
   return e == ".cpp" || e == ".h" || e == ".cu" || e == ".cuh";
@@ -60,6 +49,17 @@ std::string c_string(const std::string& s) {  // as a C++ string literal's conte
 
 }  // namespace
 
+std::string read_text(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+[[noreturn]] void fail_at(const fs::path& file, int line, const std::string& what) {
+  throw std::runtime_error(file.string() + ":" + std::to_string(line) + ": " + what);
+}
+
 std::vector<Exercise> find_exercises(const fs::path& root) {
   std::map<std::string, Exercise> found;
   std::vector<fs::path> files;
@@ -70,7 +70,7 @@ std::vector<Exercise> find_exercises(const fs::path& root) {
   std::sort(files.begin(), files.end());
   for (const fs::path& path : files) {
     const fs::path rel = fs::relative(path, root);
-    const auto lines = lines_of(read(path));
+    const auto lines = lines_of(read_text(path));
     Exercise* open = nullptr;
     int open_line = 0;
     for (int i = 0; i < static_cast<int>(lines.size()); ++i) {
@@ -79,11 +79,12 @@ std::vector<Exercise> find_exercises(const fs::path& root) {
       std::smatch m;
       const bool begin = std::regex_match(line, m, kBegin), continued = !begin && std::regex_match(line, m, kContinued);
       if (begin || continued) {
-        if (open) fail(rel, i + 1, "an EXERCISE marker inside exercise " + open->number + " (markers never nest)");
+        if (open) fail_at(rel, i + 1, "an EXERCISE marker inside exercise " + open->number + " (markers never nest)");
         const std::string number = m[2].str() + "." + m[3].str();
         Exercise& ex = found[number];
         if (begin) {
-          if (ex.points) fail(rel, i + 1, "exercise " + number + " is declared twice; later regions say (continued)");
+          if (ex.points)
+            fail_at(rel, i + 1, "exercise " + number + " is declared twice; later regions say (continued)");
           ex.number = number;
           ex.chapter = std::stoi(m[2].str());
           ex.points = std::stoi(m[4].str());
@@ -95,19 +96,19 @@ std::vector<Exercise> find_exercises(const fs::path& root) {
         open = &ex;
         open_line = i + 1;
       } else if (std::regex_match(line, kEnd)) {
-        if (!open) fail(rel, i + 1, "END EXERCISE without an EXERCISE marker");
+        if (!open) fail_at(rel, i + 1, "END EXERCISE without an EXERCISE marker");
         open->regions.back().last_line = i + 1;
         open = nullptr;
       } else {
-        fail(rel, i + 1, "malformed exercise marker: " + line);
+        fail_at(rel, i + 1, "malformed exercise marker: " + line);
       }
     }
-    if (open) fail(rel, open_line, "exercise " + open->number + " is not closed by // END EXERCISE");
+    if (open) fail_at(rel, open_line, "exercise " + open->number + " is not closed by // END EXERCISE");
   }
   std::vector<Exercise> out;
   for (auto& [number, ex] : found) {
     if (ex.points == 0)
-      fail(ex.regions.front().file, ex.regions.front().first_line, number + ": only (continued) regions");
+      fail_at(ex.regions.front().file, ex.regions.front().first_line, number + ": only (continued) regions");
     out.push_back(std::move(ex));
   }
   std::sort(out.begin(), out.end(),
@@ -153,23 +154,31 @@ std::string stub_line(const std::string& indent, bool kernel, const std::string&
 }  // namespace
 
 std::string rewrite(const std::string& text, const fs::path& file, StubKind kind, const std::vector<std::string>& only,
-                    const std::vector<BankEntry>& bank) {
+                    const std::vector<BankEntry>& bank, const std::vector<Exercise>& all) {
+  // The region that starts at this line of this file, numbered as find_exercises numbers an exercise's regions.
+  const auto region_at = [&all, &file](const std::string& number, int line) {
+    for (const Exercise& ex : all)
+      if (ex.number == number)
+        for (std::size_t k = 0; k < ex.regions.size(); ++k)
+          if (ex.regions[k].file == file && ex.regions[k].first_line == line) return static_cast<int>(k) + 1;
+    return 0;
+  };
   const bool kernel = file.extension() == ".cu" || file.extension() == ".cuh";
   const auto lines = lines_of(text);
   std::string out, body;  // body: the reference lines of the region being read
   std::string number, hint, indent;
   std::map<std::string, std::string> hints;  // for (continued) regions
-  std::map<std::string, int> region_of;      // how many regions of each exercise this file has shown
   bool inside = false, replacing = false, touched = false;
-  int region = 0;
+  int region = 0, line_number = 0;
   for (const std::string& line : lines) {
+    ++line_number;
     std::smatch m;
     const bool begin = std::regex_match(line, m, kBegin), continued = !begin && std::regex_match(line, m, kContinued);
     if (begin || continued) {
       number = m[2].str() + "." + m[3].str();
       if (begin) hints[number] = m[7].str();
       hint = hints.count(number) ? hints[number] : "see the first region of this exercise";
-      region = ++region_of[number];
+      region = region_at(number, line_number);
       indent = m[1].str();
       inside = true;
       replacing = only.empty() || std::find(only.begin(), only.end(), number) != only.end();
