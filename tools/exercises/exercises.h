@@ -70,7 +70,8 @@ enum class StubKind { stub, bank };
 //        under cuda-sim, which carries it to the host).
 //  bank: every body runs in one build, chosen at run time: the reference, each bank entry, or the stub,
 //        by STEPFORMER_EXERCISE_BODIES ("2.3=no-scale,*=reference"; an exercise not named gets the stub).
-//        The CI's proof and bug bank grade one build this way; a helper is written at the file's top.
+//        The CI's proof and bug bank grade one build this way; a helper is written at the file's top. Such a
+//        workspace builds without nvcc (as the grade build does): the helper is host code.
 // `all` (bank only) numbers an exercise's regions as find_exercises does, across files.
 std::string rewrite(const std::string& text, const std::filesystem::path& file, StubKind kind,
                     const std::vector<std::string>& only, const std::vector<BankEntry>& bank = {},
