@@ -53,6 +53,23 @@ inline bool close(const Tensor& actual, const Tensor& expected, double atol = 1e
   return ok;
 }
 
+// The audit for parameters a model forgets to register (seed 000 built a LayerNorm inside forward): every
+// tensor made to require grad while `build_and_run` builds a model and runs it must be one of the returned
+// model's parameters. Returns the shapes of those that are not (empty: nothing forgotten).
+template <class F>
+std::vector<std::string> unregistered_leaves(F&& build_and_run) {
+  LeafObserver observer;
+  const auto model = build_and_run();  // a shared_ptr to the model, kept alive for the comparison
+  const auto params = model->parameters();
+  std::vector<std::string> missing;
+  for (const auto& [leaf, shape] : observer.records()) {
+    bool registered = false;
+    for (const Tensor& p : params) registered |= leaf.defined() && p.is_same(leaf);
+    if (!registered) missing.push_back(to_string(shape));
+  }
+  return missing;
+}
+
 }  // namespace stepformer::test
 
 // Checks the exception's type and that its message contains every fragment.

@@ -17,10 +17,16 @@ void Module::visit(const std::string& prefix, F&& f) const {
   for (const auto& [name, child] : children_) child->visit(prefix + name + ".", f);
 }
 
+// A module registered under two names (one LayerNorm for three sublayers, one layer appended N times) holds
+// the same tensors twice: each is listed once, under the first path that reaches it, as torch.nn.Module's
+// named_parameters() does by default. So the optimizer steps it once, and parameter_count() falls short
+// of a closed form that assumes distinct layers.
 NamedTensors Module::named_parameters() const {
   NamedTensors out;
-  visit("", [&out](const std::string& prefix, const Module& m) {
-    for (const auto& [name, t] : m.parameters_) out.emplace_back(prefix + name, t);
+  std::set<const void*> seen;
+  visit("", [&](const std::string& prefix, const Module& m) {
+    for (const auto& [name, t] : m.parameters_)
+      if (seen.insert(t.impl()).second) out.emplace_back(prefix + name, t);
   });
   return out;
 }

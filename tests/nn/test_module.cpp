@@ -2,6 +2,7 @@
 #include "../helpers.h"
 #include "nn/errors.h"
 #include "nn/layers.h"
+#include "nn/optim.h"
 
 using namespace stepformer;
 
@@ -50,20 +51,12 @@ struct Forgotten : nn::Module {
   Tensor forward(const Tensor& x) { return matmul(x, w); }
 };
 
-// Every tensor made to require grad while building and running the model must be one of its parameters.
+// Builds M and runs its forward once, for test::unregistered_leaves.
 template <class M>
-std::vector<std::string> unregistered_leaves() {
-  LeafObserver observer;
-  M model;
-  (void)model.forward(ones({2, 4}));
-  std::vector<std::string> missing;
-  const auto params = model.parameters();
-  for (const auto& [leaf, shape] : observer.records()) {
-    bool registered = false;
-    for (const Tensor& p : params) registered |= leaf.defined() && p.is_same(leaf);
-    if (!registered) missing.push_back(to_string(shape));
-  }
-  return missing;
+std::shared_ptr<M> built_and_run() {
+  auto model = std::make_shared<M>();
+  (void)model->forward(ones({2, 4}));
+  return model;
 }
 
 }  // namespace
@@ -84,9 +77,38 @@ TEST_CASE("named_parameters gives dotted paths in registration order", "[nn][mod
 }
 
 TEST_CASE("every parameter a model creates is registered (the audit catches seed 000's bug)", "[nn][module]") {
-  CHECK(unregistered_leaves<Stack>().empty());
-  CHECK(unregistered_leaves<NormInForward>() == std::vector<std::string>{"[4]", "[4]"});
-  CHECK(unregistered_leaves<Forgotten>() == std::vector<std::string>{"[4, 4]"});
+  CHECK(test::unregistered_leaves(built_and_run<Stack>).empty());
+  CHECK(test::unregistered_leaves(built_and_run<NormInForward>) == std::vector<std::string>{"[4]", "[4]"});
+  CHECK(test::unregistered_leaves(built_and_run<Forgotten>) == std::vector<std::string>{"[4, 4]"});
+}
+
+TEST_CASE("a module registered twice is listed, counted and stepped once (as torch.nn.Module)", "[nn][module]") {
+  // Seed 003's decoder, one level down: one norm serving where the paper has distinct ones.
+  struct SharedNorm : nn::Module {
+    std::shared_ptr<nn::LayerNorm> norm = std::make_shared<nn::LayerNorm>(4);
+    SharedNorm() {
+      register_module("norm_attn", norm);
+      register_module("norm_ffn", norm);
+    }
+  };
+  SharedNorm model;
+  std::vector<std::string> names;
+  for (auto& [name, p] : model.named_parameters()) names.push_back(name);
+  CHECK(names == std::vector<std::string>{"norm_attn.weight", "norm_attn.bias"});
+  CHECK(model.parameter_count() == 8);  // two distinct norms would hold 16: the closed form catches the sharing
+
+  // One layer appended twice to a stack: the count is one block's, not two.
+  nn::ModuleList<Block> stack;
+  auto block = std::make_shared<Block>();
+  stack.push_back(block);
+  stack.push_back(block);
+  CHECK(stack.parameter_count() == 44);
+
+  // Listed twice, SGD would subtract lr * g twice in one step.
+  sum(model.norm->weight + model.norm->bias).backward();  // every gradient 1
+  nn::SGD sgd(model.named_parameters(), {.lr = 0.5});
+  sgd.step();
+  CHECK(model.norm->weight.to_vector<double>() == std::vector<double>(4, 0.5));
 }
 
 TEST_CASE("every parameter of a model receives a nonzero gradient", "[nn][module]") {

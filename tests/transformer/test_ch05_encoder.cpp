@@ -36,6 +36,15 @@ TEST_CASE("parameter count equals the closed form; each sublayer has its own Lay
   CHECK(&(*enc.layers)[0] != &(*enc.layers)[1]);
 }
 
+TEST_CASE("every tensor the Encoder makes to require grad is one of its parameters (the leaf audit)", "[ch05]") {
+  // Catches a layer built inside forward (seed 000's LayerNorm) or a weight never registered.
+  CHECK(unregistered_leaves([] {
+          auto enc = std::make_shared<Encoder>(small_config());
+          sum(enc->forward(ids({1, 2, 3, 4, 5, 6, 7, 0}, 1)).memory).backward();
+          return enc;
+        }) == std::vector<std::string>{});  // lists the shapes of any unregistered leaf
+}
+
 TEST_CASE("after one backward every encoder parameter has a nonzero gradient", "[ch05]") {
   Encoder enc(small_config());
   Generator gen(1);

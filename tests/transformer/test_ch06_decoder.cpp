@@ -65,6 +65,18 @@ TEST_CASE("three distinct LayerNorms per decoder layer, each receiving gradient 
   }
 }
 
+TEST_CASE("every tensor the Decoder makes to require grad is one of its parameters (the leaf audit)", "[ch06]") {
+  CHECK(unregistered_leaves([] {
+          auto dec = std::make_shared<Decoder>(small_config());
+          Generator gen(7);
+          const EncoderOutput enc = encoded(randn({1, 2, 16}, gen), ids({4, 5}, 1));
+          sum(dec->forward(ids({1, 3, 4}, 1), enc).hidden).backward();
+          DecoderCache cache;  // the cached path builds its own projections of the memory
+          (void)dec->step(ids({1}, 1), enc, cache);
+          return dec;
+        }) == std::vector<std::string>{});  // lists the shapes of any unregistered leaf
+}
+
 TEST_CASE("decoder errors name the shapes", "[ch06][errors]") {
   Decoder dec(small_config());
   REQUIRE_THROWS_WITH_ALL(dec.forward(ids({1, 2}, 1), encoded(zeros({1, 3, 16}), ids({1, 2}, 1))), ShapeError,

@@ -32,6 +32,19 @@ TEST_CASE("the full model's logits and gradients match PyTorch from the same wei
   check_parameter_grads(model, f);
 }
 
+TEST_CASE("every tensor the Transformer makes to require grad is one of its parameters (the leaf audit)", "[ch07]") {
+  CHECK(unregistered_leaves([] {
+          Generator gen(8);
+          auto model = std::make_shared<Transformer>(tiny(11, 12), gen);
+          sum(model->forward(ids({1, 2, 3, 0}, 1), ids({1, 5, 7}, 1))).backward();
+          model->eval();
+          DecodeOptions o;
+          o.max_len = 4;
+          (void)greedy_decode(*model, ids({1, 2, 3, 0}, 1), o);
+          return model;
+        }) == std::vector<std::string>{});  // lists the shapes of any unregistered leaf
+}
+
 TEST_CASE("beam search of width 1 equals greedy decoding", "[ch07]") {
   Generator gen(2);
   Transformer model(tiny(11, 12), gen);

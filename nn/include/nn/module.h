@@ -35,7 +35,7 @@ class Module {
   Module(const Module&) = delete;  // a module owns its parameters: copies would silently share them
   Module& operator=(const Module&) = delete;
 
-  NamedTensors named_parameters() const;
+  NamedTensors named_parameters() const;  // each tensor once, under the first path that reaches it
   std::vector<Tensor> parameters() const;
   NamedTensors named_buffers() const;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_children() const { return children_; }
