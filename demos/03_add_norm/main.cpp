@@ -2,6 +2,9 @@
 // Prints the mean and standard deviation of each position's vector before and after
 // LayerNorm(x + Sublayer(x)) (post-norm), and what pre-norm does instead.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <cmath>
 
 #include "autograd/ops.h"
 #include "demo.h"
@@ -19,6 +22,44 @@ void print_stats(const char* label, const sf::Tensor& x) {  // x [1, T, D]
   for (std::int64_t t = 0; t < x.size(1); ++t) fmt::print(" {:6.2f}/{:<5.2f}", mu.at({0, t}), sd.at({0, t}));
   fmt::print("\n");
 }
+// LayerNorm of z = [1, 2, 3, 4] by hand (gamma 1, beta 0), then its backward for the upstream gradient
+// g = [1, 0, 0, 0]: the closed form of docs/03_add_norm.md beside the engine's layer_norm backward.
+void worked_layer_norm() {
+  const sf::Options f64{sf::DType::float64};
+  const std::vector<double> z_values{1, 2, 3, 4}, g_values{1, 0, 0, 0};
+  const double D = 4, eps = 1e-5;
+  double mu = 0, var = 0;
+  for (double v : z_values) mu += v / D;
+  for (double v : z_values) var += (v - mu) * (v - mu) / D;
+  const double sigma = std::sqrt(var + eps);
+  std::vector<double> x_hat, dz;
+  double mean_g = 0, mean_g_xhat = 0;
+  for (std::size_t j = 0; j < 4; ++j) {
+    x_hat.push_back((z_values[j] - mu) / sigma);
+    mean_g += g_values[j] / D;
+    mean_g_xhat += g_values[j] * x_hat[j] / D;
+  }
+  for (std::size_t j = 0; j < 4; ++j) dz.push_back((g_values[j] - mean_g - x_hat[j] * mean_g_xhat) / sigma);
+
+  sf::Tensor z = sf::from_vector(z_values, {4}, f64).set_requires_grad();
+  const sf::Tensor y = sf::layer_norm(z, sf::ones({4}, f64), sf::zeros({4}, f64), eps);
+  y.backward(sf::from_vector(g_values, {4}, f64));
+  fmt::print("\n== LayerNorm of z = [1, 2, 3, 4] by hand (gamma = 1, beta = 0, eps = 1e-5)\n");
+  fmt::print("mean {}, biased variance {}, sigma = sqrt(var + eps) = {:.6f}\n", mu, var, sigma);
+  fmt::print("x_hat = (z - mean) / sigma      [{:.4f}]\n", fmt::join(x_hat, ", "));
+  fmt::print("layer_norm(z), the engine       [{:.4f}]\n", fmt::join(y.to_vector<double>(), ", "));
+  fmt::print("backward for g = [1, 0, 0, 0]: dz = (g - mean(g) - x_hat mean(g x_hat)) / sigma\n");
+  fmt::print("  mean(g) = {:.4f}, mean(g x_hat) = {:.4f}\n", mean_g, mean_g_xhat);
+  fmt::print("  by the formula                [{:.4f}]\n", fmt::join(dz, ", "));
+  fmt::print("  the engine's z.grad()         [{:.4f}]\n", fmt::join(z.grad().to_vector<double>(), ", "));
+  double sum_dz = 0, dot = 0;
+  for (std::size_t j = 0; j < 4; ++j) sum_dz += dz[j], dot += dz[j] * x_hat[j];
+  fmt::print(
+      "  sum(dz) = {:.1e}, dz . x_hat = {:.1e}: shifting z, or scaling z - mean, leaves LayerNorm's output\n"
+      "  unchanged (up to eps), so its gradient has no part along [1, 1, 1, 1] or along x_hat\n",
+      sum_dz, dot);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -48,5 +89,6 @@ int main(int argc, char** argv) {
       "\nPost-norm (the paper) hands the next sublayer vectors of mean 0 and std 1 at every position.\n"
       "Pre-norm normalises only the sublayer's input; the residual stream keeps its scale and grows\n"
       "through the stack, so a pre-norm model ends with one more LayerNorm.\n");
+  worked_layer_norm();
   return 0;
 }

@@ -3,6 +3,8 @@
 
 #include "autograd/ops.h"
 #include "demo.h"
+#include "transformer/decoder.h"
+#include "transformer/encoder.h"
 #include "transformer/feed_forward.h"
 
 namespace sf = stepformer;
@@ -27,6 +29,16 @@ int main(int argc, char** argv) {
              sf::to_string(y.shape()));
   fmt::print("parameters: w_1 {} + {}, w_2 {} + {} = {} (2 D F + F + D = {})\n", d_model * d_ff, d_ff, d_ff * d_model,
              d_model, ffn.parameter_count(), 2 * d_model * d_ff + d_ff + d_model);
+  // The FFN's share of a whole layer, counted from the layers themselves (heads do not change the count).
+  Config cfg;
+  cfg.d_model = d_model;
+  cfg.d_ff = d_ff;
+  cfg.n_heads = 1;
+  const auto ffn_params = static_cast<double>(ffn.parameter_count());
+  const auto enc = static_cast<double>(EncoderLayer(cfg, gen).parameter_count());
+  const auto dec = static_cast<double>(DecoderLayer(cfg, gen).parameter_count());
+  fmt::print("the FFN's share of a layer: encoder {:.0f} of {:.0f} ({:.1f}%), decoder {:.0f} of {:.0f} ({:.1f}%)\n",
+             ffn_params, enc, 100 * ffn_params / enc, ffn_params, dec, 100 * ffn_params / dec);
   fmt::print("ReLU zeroes {:.0f}% of the hidden units for this input\n",
              100.0 * sf::mean(sf::eq(hidden, sf::zeros({})).to(sf::DType::float32)).item());
 

@@ -72,12 +72,18 @@ void progress(std::int64_t step, std::int64_t total, double loss, double tokens_
   std::fflush(stdout);
 }
 
-void write_pictures(const Options& o, const std::string& task, const std::vector<double>& losses, Transformer& model,
+// The losses of a run: the training loss of every step (label-smoothed, so it levels off above 0) and the
+// validation loss every few steps (no smoothing, no dropout: it can approach 0).
+struct Curves {
+  std::vector<double> train, train_steps, valid, valid_steps;  // no train_steps: steps 1, 2, ...
+};
+
+void write_pictures(const Options& o, const std::string& task, const Curves& curves, Transformer& model,
                     const Pair& sample, const Vocabulary& sv, const Vocabulary& tv) {
-  sf::demo::write_output(
-      o.common.out, "07_" + task + "_loss.svg",
-      sf::demo::line_chart_svg({{"training loss", losses}}, task + ": training loss (label-smoothed cross-entropy)",
-                               "step", "loss"));
+  std::vector<sf::demo::Series> series{{"training loss (label-smoothed)", curves.train, curves.train_steps}};
+  if (!curves.valid.empty()) series.push_back({"validation loss", curves.valid, curves.valid_steps});
+  sf::demo::write_output(o.common.out, "07_" + task + "_loss.svg",
+                         sf::demo::line_chart_svg(series, task + ": loss per target token", "step", "loss"));
   // Cross-attention of the last decoder layer for one sample, averaged over heads.
   model.eval();
   sf::NoGradGuard no_grad;
@@ -106,28 +112,33 @@ void print_samples(Transformer& model, const std::vector<Pair>& pairs, const Voc
 }
 
 // Trains until `steps` are done, one batch from next_batch() per step: a progress line every 100 steps,
-// the validation loss every `valid_every`. Returns this run's losses.
+// the validation loss every `valid_every` (a multiple of 100) and at the end. Returns this run's curves.
 template <class NextBatch>
-std::vector<double> train_steps(Trainer& trainer, Transformer& model, std::int64_t steps,
-                                const std::vector<Batch>& valid, std::int64_t valid_every, NextBatch next_batch) {
-  std::vector<double> losses;
+Curves train_steps(Trainer& trainer, Transformer& model, std::int64_t steps, const std::vector<Batch>& valid,
+                   std::int64_t valid_every, NextBatch next_batch) {
+  Curves curves;
   const auto start = Clock::now();
   std::int64_t tokens = 0;
   while (trainer.steps_done() < steps) {
     const Batch b = next_batch();
-    losses.push_back(trainer.step(b));
+    curves.train.push_back(trainer.step(b));
     tokens += b.target_tokens;
     const std::int64_t s = trainer.steps_done();
+    curves.train_steps.push_back(static_cast<double>(s));  // a resumed run starts past step 1
     const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
     if (s % 100 == 0 || s == steps) {
-      const std::string extra =
-          s % valid_every == 0 || s == steps ? fmt::format("  valid loss {:.3f}", evaluate_loss(model, valid)) : "";
-      progress(s, steps, losses.back(), static_cast<double>(tokens) / elapsed, elapsed, extra);
+      std::string extra;
+      if (s % valid_every == 0 || s == steps) {
+        curves.valid_steps.push_back(static_cast<double>(s));
+        curves.valid.push_back(evaluate_loss(model, valid));
+        extra = fmt::format("  valid loss {:.3f}", curves.valid.back());
+      }
+      progress(s, steps, curves.train.back(), static_cast<double>(tokens) / elapsed, elapsed, extra);
     }
   }
-  fmt::print("\ntrained {} steps in {}\n", losses.size(),
+  fmt::print("\ntrained {} steps in {}\n", curves.train.size(),
              duration(std::chrono::duration<double>(Clock::now() - start).count()));
-  return losses;
+  return curves;
 }
 
 void save_if_asked(const Options& o, const Trainer& trainer, sf::Generator& gen, sf::Generator& data_gen) {
@@ -149,19 +160,19 @@ int run_toy(Options o) {
   Trainer trainer(model, {.warmup = 30, .lr_factor = 1.0});
   const Batch batch = make_batch(pairs, sv, tv);
   fmt::print("== toy: seed 000's 3 pairs; {} parameters; {} steps\n", model.parameter_count(), steps);
-  std::vector<double> losses;
+  Curves curves;
   const auto start = Clock::now();
   for (std::int64_t s = 1; s <= steps; ++s) {
-    losses.push_back(trainer.step(batch));
+    curves.train.push_back(trainer.step(batch));
     const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
     if (s % 25 == 0 || s == steps)
-      progress(s, steps, losses.back(), static_cast<double>(batch.target_tokens * s) / elapsed, elapsed, "");
+      progress(s, steps, curves.train.back(), static_cast<double>(batch.target_tokens * s) / elapsed, elapsed, "");
   }
   fmt::print("\n");
   print_samples(model, pairs, sv, tv);
   const double exact = exact_match(model, pairs, sv, tv);
   fmt::print("toy exact match: {:.0f}%\n", 100 * exact);
-  write_pictures(o, "toy", losses, model, pairs[0], sv, tv);
+  write_pictures(o, "toy", curves, model, pairs[0], sv, tv);
   return exact == 1.0 ? 0 : 1;
 }
 
@@ -198,14 +209,14 @@ int run_numerals(Options o) {
              model.parameter_count(), o.batch, steps);
   fmt::print("   held out: {} test numbers never used in training (e.g. {} = {})\n", test.size(), join(test[0].src, ""),
              join(test[0].tgt));
-  const auto losses = train_steps(trainer, model, steps, valid, 500, [&] {
+  const Curves curves = train_steps(trainer, model, steps, valid, 200, [&] {
     return make_batch(task.train_batch(o.batch, data_gen), vocab.src, vocab.tgt);
   });
   save_if_asked(o, trainer, gen, data_gen);
   print_samples(model, {test.begin(), test.begin() + 8}, vocab.src, vocab.tgt);
   const double exact = exact_match(model, test, vocab.src, vocab.tgt);
   fmt::print("numerals exact match on {} held-out numbers: {:.1f}%\n", test.size(), 100 * exact);
-  write_pictures(o, "numerals", losses, model, numeral_pair(10003), vocab.src, vocab.tgt);
+  write_pictures(o, "numerals", curves, model, numeral_pair(10003), vocab.src, vocab.tgt);
   return 0;
 }
 
@@ -249,7 +260,7 @@ int run_freedict(Options o) {
   const auto batches = make_batches(train, data.src, data.tgt, o.batch);  // by length: little padding
   const auto valid_batches = make_batches(valid, data.src, data.tgt, 100);
   // A random batch each step; the data generator's offset is in the checkpoint, so a resume continues.
-  const auto losses = train_steps(trainer, model, steps, valid_batches, 1000, [&] {
+  const Curves curves = train_steps(trainer, model, steps, valid_batches, 500, [&] {
     const double u = sf::rand({1}, data_gen, {sf::DType::float64}).to_vector<double>()[0];
     return batches[std::min(batches.size() - 1, static_cast<std::size_t>(u * static_cast<double>(batches.size())))];
   });
@@ -264,7 +275,7 @@ int run_freedict(Options o) {
       "{:.1f}/{:.1f}%, brevity penalty {:.3f})\n",
       test.size(), bleu.bleu, 100 * bleu.precisions[0], 100 * bleu.precisions[1], 100 * bleu.precisions[2],
       100 * bleu.precisions[3], bleu.brevity_penalty);
-  if (!test.empty()) write_pictures(o, "freedict", losses, model, test.front(), data.src, data.tgt);
+  if (!test.empty()) write_pictures(o, "freedict", curves, model, test.front(), data.src, data.tgt);
   return 0;
 }
 

@@ -3,8 +3,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <sstream>
+#include <stdexcept>
 
 #include "autograd/anomaly.h"
 #include "autograd/ops.h"
@@ -123,27 +125,33 @@ std::string line_chart_svg(const std::vector<Series>& series, const std::string&
       "font-size=\"12\">\n"
       "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n<text x=\"{}\" y=\"22\" font-size=\"14\">{}</text>\n",
       W, H, left, escape_xml(title));
-  std::size_t n = 0;
-  double lo = 0.0, hi = 1e-9;
+  auto x_of = [](const Series& s, std::size_t i) { return s.x.empty() ? double(i + 1) : s.x[i]; };
+  double x_lo = INFINITY, x_hi = -INFINITY, lo = 0.0, hi = 1e-9;
   for (const Series& s : series) {
-    n = std::max(n, s.values.size());
-    for (double v : s.values) lo = std::min(lo, v), hi = std::max(hi, v);
+    if (!s.x.empty() && s.x.size() != s.values.size())
+      throw std::invalid_argument(fmt::format("line_chart_svg: series '{}' has {} x values for {} values", s.name,
+                                              s.x.size(), s.values.size()));
+    for (std::size_t i = 0; i < s.values.size(); ++i) {
+      x_lo = std::min(x_lo, x_of(s, i)), x_hi = std::max(x_hi, x_of(s, i));
+      lo = std::min(lo, s.values[i]), hi = std::max(hi, s.values[i]);
+    }
   }
-  if (n == 0) return svg + "</svg>\n";
-  auto x = [&](std::size_t i) { return left + (W - left - right) * (n > 1 ? double(i) / double(n - 1) : 0.0); };
-  auto y = [&](double v) { return top + (H - top - bottom) * (1.0 - (v - lo) / (hi - lo)); };
+  if (!(x_lo <= x_hi)) return svg + "</svg>\n";
+  auto px = [&](double v) { return left + (W - left - right) * (x_hi > x_lo ? (v - x_lo) / (x_hi - x_lo) : 0.0); };
+  auto py = [&](double v) { return top + (H - top - bottom) * (1.0 - (v - lo) / (hi - lo)); };
   svg += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"#888\"/>\n", left, H - bottom, W - right,
                      H - bottom);
   svg += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"#888\"/>\n", left, top, left, H - bottom);
   for (int t = 0; t <= 4; ++t) {  // value ticks
     const double v = lo + (hi - lo) * t / 4.0;
-    svg += fmt::format("<text x=\"{}\" y=\"{:.1f}\" text-anchor=\"end\">{:.3g}</text>\n", left - 6, y(v) + 4, v);
+    svg += fmt::format("<text x=\"{}\" y=\"{:.1f}\" text-anchor=\"end\">{:.3g}</text>\n", left - 6, py(v) + 4, v);
   }
-  for (int t = 0; t <= 4; ++t) {  // step ticks: 1, then quarters of the run
-    const std::size_t i = t == 0 ? 0 : (n - 1) * static_cast<std::size_t>(t) / 4;
-    svg += fmt::format("<line x1=\"{0:.1f}\" y1=\"{1}\" x2=\"{0:.1f}\" y2=\"{2}\" stroke=\"#888\"/>\n", x(i),
+  for (int t = 0; t <= 4; ++t) {  // x ticks: the first x, then quarters of the range
+    const double v = x_lo + (x_hi - x_lo) * t / 4.0;
+    svg += fmt::format("<line x1=\"{0:.1f}\" y1=\"{1}\" x2=\"{0:.1f}\" y2=\"{2}\" stroke=\"#888\"/>\n", px(v),
                        H - bottom, H - bottom + 4);
-    svg += fmt::format("<text x=\"{:.1f}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n", x(i), H - bottom + 16, i + 1);
+    svg += fmt::format("<text x=\"{:.1f}\" y=\"{}\" text-anchor=\"middle\">{:.4g}</text>\n", px(v), H - bottom + 16,
+                       std::round(v));
   }
   svg += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n", (left + W - right) / 2, H - 8,
                      escape_xml(x_label));
@@ -153,7 +161,7 @@ std::string line_chart_svg(const std::vector<Series>& series, const std::string&
     const char* colour = kColours[k % std::size(kColours)];
     svg += fmt::format("<polyline fill=\"none\" stroke=\"{}\" stroke-width=\"1.5\" points=\"", colour);
     for (std::size_t i = 0; i < series[k].values.size(); ++i)
-      svg += fmt::format("{:.1f},{:.1f} ", x(i), y(series[k].values[i]));
+      svg += fmt::format("{:.1f},{:.1f} ", px(x_of(series[k], i)), py(series[k].values[i]));
     svg += "\"/>\n";
     if (series.size() > 1)  // a legend, top right
       svg += fmt::format(

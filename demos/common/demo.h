@@ -26,11 +26,14 @@ const ToyData& toy_data();
 std::string heatmap_svg(const Tensor& matrix, const std::vector<std::string>& row_labels,
                         const std::vector<std::string>& col_labels, const std::string& title);
 
-// A line chart of one or more named curves (e.g. loss curves) against steps 1..n, with step ticks, a title,
-// axis labels and, for several curves, a legend.
+// A line chart of one or more named curves (e.g. loss curves), with x ticks, a title, axis labels and, for
+// several curves, a legend. A series without x values is drawn against 1..n (steps); one with x values
+// (as many as values) against those, so a validation loss measured every 100 steps shares the training
+// loss's axis.
 struct Series {
   std::string name;
   std::vector<double> values;
+  std::vector<double> x = {};
 };
 std::string line_chart_svg(const std::vector<Series>& series, const std::string& title, const std::string& x_label,
                            const std::string& y_label);
