@@ -8,6 +8,7 @@
 
 #include "autograd/ops.h"
 #include "demo.h"
+#include "nn/init.h"
 #include "transformer/embedding.h"
 
 namespace sf = stepformer;
@@ -34,17 +35,30 @@ int main(int argc, char** argv) {
   TransformerEmbedding embed(cfg.src_vocab, cfg, gen);
 
   const sf::Tensor ids = data.src_ids();  // [B, S]
-  const sf::Tensor tokens = (*embed.tokens)(ids);
-  const sf::Tensor scaled = tokens * std::sqrt(static_cast<double>(d_model));
   const sf::Tensor x = embed.forward(ids);
   fmt::print("== shapes through the embedding step (B = 3 sentences, S = 8 tokens, D = {})\n", d_model);
   fmt::print("token ids                 {}  e.g. {}\n", sf::to_string(ids.shape()), fmt::join(data.src[0], " "));
-  fmt::print("token vectors             {}  one row of the [{}, {}] table per id\n", sf::to_string(tokens.shape()),
-             cfg.src_vocab, d_model);
-  fmt::print("x sqrt(d_model) = x {:.2f}  {}  std {:.2f} -> {:.2f} (PE values lie in [-1, 1])\n",
-             std::sqrt(static_cast<double>(d_model)), sf::to_string(scaled.shape()),
-             std::sqrt(sf::mean(tokens * tokens).item()), std::sqrt(sf::mean(scaled * scaled).item()));
-  fmt::print("+ PE[:S], then dropout    {}\n\n", sf::to_string(x.shape()));
+  fmt::print("token vectors             {}  one row of the [{}, {}] table per id\n",
+             sf::to_string((*embed.tokens)(ids).shape()), cfg.src_vocab, d_model);
+  fmt::print("x sqrt(d_model), + PE[:S], then dropout -> {}\n\n", sf::to_string(x.shape()));
+
+  // How big are token vectors next to PE? It depends on the initialisation the sqrt(d_model) multiplies.
+  auto rms = [](const sf::Tensor& t) { return std::sqrt(sf::mean(t * t).item()); };
+  const double root_d = std::sqrt(static_cast<double>(d_model));
+  fmt::print("== scale: root mean square of the token vectors, before and after x sqrt(d_model) = x {:.2f}\n", root_d);
+  fmt::print("{:<50}{:.2f}  (sin and cos: about 1/sqrt(2))\n", "PE rows 0..7", rms(sf::narrow(embed.pe, 0, 0, 8)));
+  fmt::print("{:<50}{:.2f} -> {:.2f}  tokens dwarf PE\n", "nn::Embedding's default N(0, 1) rows (torch's)",
+             rms((*embed.tokens)(ids)), root_d * rms((*embed.tokens)(ids)));
+  sf::nn::init::xavier_uniform_(embed.tokens->weight, 1.0, gen);  // what Transformer's constructor does
+  const double glorot = rms((*embed.tokens)(ids));
+  fmt::print("{:<50}{:.2f} -> {:.2f}  the same order as PE\n", "Glorot rows, as the full model initialises them",
+             glorot, root_d * glorot);
+  fmt::print(
+      "  Glorot-uniform on [V, D] has std sqrt(2 / (V + D)); times sqrt(D): {:.2f} here, {:.2f} for the\n"
+      "  base model (V 8000, D 512): the scale shares the embedding with a Linear-sized init and brings\n"
+      "  it up to PE's order, not above it.\n\n",
+      std::sqrt(2.0 / static_cast<double>(cfg.src_vocab + d_model)) * root_d,
+      std::sqrt(2.0 / (8000.0 + 512.0)) * std::sqrt(512.0));
 
   const sf::Tensor pe = embed.pe;  // [max_len, D]
   fmt::print("== the PE table [{}, {}]: column 2i is sin(pos / 10000^(2i/D)), column 2i+1 the cosine\n", max_len,

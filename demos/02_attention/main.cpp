@@ -3,13 +3,74 @@
 // without a mask, with the pad mask and with the subsequent (causal) mask; writes one heatmap per head.
 #include <fmt/format.h>
 
+#include <cmath>
+
 #include "autograd/ops.h"
 #include "demo.h"
+#include "nn/init.h"
 #include "transformer/attention.h"
 #include "transformer/embedding.h"
 
 namespace sf = stepformer;
 using namespace stepformer::transformer;
+
+namespace {
+
+// Attention on three positions with two dimensions, every intermediate printed: what the docs work by hand.
+void three_by_three() {
+  const sf::Tensor q = sf::from_vector(std::vector<double>{1, 0, 0, 1, 1, 1}, {1, 1, 3, 2});  // [B, H, T, d_k]
+  const sf::Tensor k = q;  // self-attention with identity projections: queries and keys are the same vectors
+  const sf::Tensor v = sf::from_vector(std::vector<double>{1, 2, 3, 4, 5, 6}, {1, 1, 3, 2});
+  auto as_matrix = [](const sf::Tensor& t) { return sf::reshape(t, {t.size(2), t.size(3)}); };
+  const std::vector<std::string> pos{"0", "1", "2"}, dims{"d0", "d1"};
+  fmt::print("== attention on 3 positions by hand: Q = K (rows are positions), V, d_k = 2\n");
+  fmt::print("Q = K\n{}V\n{}", sf::demo::format_matrix(as_matrix(q), pos, dims),
+             sf::demo::format_matrix(as_matrix(v), pos, dims));
+  const sf::Tensor scores = sf::matmul(q, sf::transpose(k, -2, -1));
+  fmt::print("Q K^T (query rows, key columns)\n{}", sf::demo::format_matrix(as_matrix(scores), pos, pos));
+  fmt::print("/ sqrt(2)\n{}", sf::demo::format_matrix(as_matrix(scores / std::sqrt(2.0)), pos, pos));
+  for (const bool causal : {false, true}) {
+    const Attention a = scaled_dot_product_attention(q, k, v, causal ? subsequent_mask(3) : sf::Tensor{});
+    fmt::print("softmax over each row{}\n{}", causal ? ", keys after the query blocked (-inf)" : "",
+               sf::demo::format_matrix(as_matrix(a.weights), pos, pos));
+    fmt::print("weights V{}\n{}", causal ? " (causal)" : "", sf::demo::format_matrix(as_matrix(a.context), pos, dims));
+  }
+  fmt::print("\n");
+}
+
+// Why 1/sqrt(d_k) (section 3.2.1): for q and k with independent unit-variance entries, q . k has variance
+// d_k, so unscaled scores spread wider as d_k grows and the softmax saturates: one weight near 1, the
+// others near 0, and gradients near 0. Measured over rows of 8 keys.
+void scaling(const sf::demo::CommonOptions& common) {
+  sf::Generator gen(common.seed);
+  const std::int64_t rows = 2000, keys = 8;
+  std::vector<double> d_ks, max_unscaled, max_scaled;
+  fmt::print("== why divide by sqrt(d_k): {} rows of {} keys, q and k entries N(0, 1)\n", rows, keys);
+  fmt::print("  d_k   var(q.k)  var(q.k / sqrt(d_k))   mean largest weight: unscaled  scaled\n");
+  for (std::int64_t d_k = 1; d_k <= 256; d_k *= 2) {
+    const sf::Tensor q = sf::randn({rows, 1, d_k}, gen), k = sf::randn({rows, keys, d_k}, gen);
+    const sf::Tensor scores = sf::matmul(q, sf::transpose(k, -2, -1));  // [rows, 1, keys]
+    const sf::Tensor scaled = scores / std::sqrt(static_cast<double>(d_k));
+    auto variance = [](const sf::Tensor& t) {
+      const sf::Tensor c = t - sf::mean(t);
+      return sf::mean(c * c).item();
+    };
+    auto largest = [](const sf::Tensor& t) { return sf::mean(sf::max(sf::softmax(t, -1), {-1})).item(); };
+    d_ks.push_back(static_cast<double>(d_k));
+    max_unscaled.push_back(largest(scores));
+    max_scaled.push_back(largest(scaled));
+    fmt::print("  {:3d}   {:8.1f}  {:20.2f}   {:29.2f}  {:6.2f}\n", d_k, variance(scores), variance(scaled),
+               max_unscaled.back(), max_scaled.back());
+  }
+  sf::demo::write_output(
+      common.out, "02_softmax_saturation.svg",
+      sf::demo::line_chart_svg(
+          {{"softmax(q.k): unscaled", max_unscaled, d_ks}, {"softmax(q.k / sqrt(d_k)): the paper", max_scaled, d_ks}},
+          "mean largest attention weight in a row of 8 keys", "d_k", "largest weight"));
+  fmt::print("\n");
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   sf::demo::CommonOptions common;
@@ -22,6 +83,9 @@ int main(int argc, char** argv) {
   sf::demo::add_common_options(app, common);
   CLI11_PARSE(app, argc, argv);
 
+  three_by_three();
+  scaling(common);
+
   const auto& data = sf::demo::toy_data();
   Config cfg;
   cfg.src_vocab = static_cast<std::int64_t>(data.src_vocab.size());
@@ -31,6 +95,12 @@ int main(int argc, char** argv) {
   sf::Generator gen(common.seed);
   TransformerEmbedding embed(cfg.src_vocab, cfg, gen);
   MultiHeadAttention mha(d_model, heads, 0.0, gen);
+  // The full model's initialisation (Transformer's constructor, docs/07_transformer.md): Glorot for every
+  // matrix. With nn::Embedding's N(0, 1) rows times sqrt(d_model) the scores would be so large that each
+  // query puts nearly all its weight on one key, and a mask would have little left to change.
+  for (sf::nn::Module* m : {static_cast<sf::nn::Module*>(&embed), static_cast<sf::nn::Module*>(&mha)})
+    for (auto& [name, p] : m->named_parameters())
+      if (p.dim() == 2) sf::nn::init::xavier_uniform_(p, 1.0, gen);
 
   const sf::Tensor ids = sf::narrow(data.src_ids(), 0, 0, 1);  // [1, 8]: 我 有 一 个 好 朋 友 P
   const auto& words = data.src[0];
