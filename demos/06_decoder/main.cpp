@@ -4,6 +4,7 @@
 
 #include "autograd/ops.h"
 #include "demo.h"
+#include "transformer/attention.h"
 #include "transformer/decoder.h"
 
 namespace sf = stepformer;
@@ -49,5 +50,17 @@ int main(int argc, char** argv) {
                          sf::demo::heatmap_svg(self, words, words, "decoder layer 0, head 0: masked self-attention"));
   sf::demo::write_output(common.out, "06_decoder_cross_attention.svg",
                          sf::demo::heatmap_svg(cross, words, data.src[0], "decoder layer 0, head 0: cross-attention"));
+
+  // Teacher forcing: the decoder reads the target shifted right (BOS first) and predicts it unshifted (EOS
+  // last); position i may read inputs 0..i only. Drawn from the demo's own ids and the mask the decoder uses.
+  const sf::Tensor sees = sf::logical_not(decoder_mask(a_ids, cfg.pad_id)).to(sf::DType::float32);  // [1, 1, 7, 7]
+  std::vector<std::string> rows;
+  for (std::size_t t = 0; t < words.size(); ++t) rows.push_back(fmt::format("{} -> {}", words[t], data.tgt_out[0][t]));
+  fmt::print("\n== shifted right: each position reads the inputs up to itself and predicts the next target token\n");
+  for (const auto& r : rows) fmt::print("  {}\n", r);
+  sf::demo::write_output(
+      common.out, "06_shifted_right.svg",
+      sf::demo::heatmap_svg(sf::reshape(sees, {7, 7}), rows, words,
+                            "row: decoder input -> the target it predicts; dark: the inputs it may read"));
   return 0;
 }

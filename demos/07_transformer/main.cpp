@@ -147,6 +147,47 @@ void save_if_asked(const Options& o, const Trainer& trainer, sf::Generator& gen,
   fmt::print("wrote {}\n", o.save.string());
 }
 
+// Greedy decoding of one source, one Decoder::step at a time, drawing what the KV cache holds at each step:
+// the keys and values of earlier positions are read from it, only the newest position is projected.
+void draw_kv_cache(const Options& o, Transformer& model, const Pair& sample, const Vocabulary& sv,
+                   const Vocabulary& tv) {
+  model.eval();
+  sf::NoGradGuard no_grad;
+  const Batch b = make_batch({sample}, sv, tv);
+  const EncoderOutput encoded = model.encode(b.src);
+  DecoderCache cache;
+  std::vector<std::string> fed{"<bos>"}, rows;
+  std::vector<double> cells;  // [steps, steps]: 1 read from the cache, 2 projected at this step, 0 not yet
+  const std::int64_t max_steps = static_cast<std::int64_t>(sample.tgt.size()) + 1;
+  std::int64_t token = Vocabulary::kBos;
+  fmt::print("\n== the KV cache while decoding \"{}\" greedily\n", join(sample.src, ""));
+  for (std::int64_t t = 0; t < max_steps; ++t) {
+    const std::int64_t cached = cache.length;  // positions whose keys and values are already there
+    const sf::Tensor logits = model.logits(model.decoder->step(
+        sf::from_vector(std::vector<std::int64_t>{token}, {1, 1}, {sf::DType::int64}), encoded, cache));
+    for (std::int64_t j = 0; j < max_steps; ++j) cells.push_back(j < cached ? 1.0 : j < cache.length ? 2.0 : 0.0);
+    const auto scores = logits.to_vector<double>();  // the best token that greedy_decode may generate
+    token = Vocabulary::kEos;
+    for (std::int64_t v = Vocabulary::kEos; v < std::ssize(scores); ++v)
+      if (v != Vocabulary::kUnk && scores[static_cast<std::size_t>(v)] > scores[static_cast<std::size_t>(token)])
+        token = v;
+    const std::string word = token == Vocabulary::kEos ? "<eos>" : tv.decode({token})[0];
+    rows.push_back(fmt::format("step {}: {} -> {}", t + 1, fed.back(), word));
+    fmt::print("  {}   (self-attention K, V of layer 0: {} cached + 1 new = {})\n", rows.back(), cached,
+               cache.self_k[0].size(2));
+    if (token == Vocabulary::kEos) break;
+    fed.push_back(word);
+  }
+  const auto steps = static_cast<std::int64_t>(rows.size());
+  fed.resize(static_cast<std::size_t>(max_steps), "");
+  sf::demo::write_output(o.common.out, "07_kv_cache.svg",
+                         sf::demo::heatmap_svg(sf::narrow(sf::from_vector(cells, {steps, max_steps}), 1, 0, steps),
+                                               rows, {fed.begin(), fed.begin() + steps},
+                                               "KV cache: pale = read from the cache, dark = projected at this step"));
+  fmt::print("  {} steps projected {} positions' keys and values; without the cache, {}\n", steps, steps,
+             steps * (steps + 1) / 2);
+}
+
 // --- toy ----------------------------------------------------------------------------------------------
 int run_toy(Options o) {
   if (o.dropout < 0) o.dropout = 0.1;
@@ -173,6 +214,7 @@ int run_toy(Options o) {
   const double exact = exact_match(model, pairs, sv, tv);
   fmt::print("toy exact match: {:.0f}%\n", 100 * exact);
   write_pictures(o, "toy", curves, model, pairs[0], sv, tv);
+  draw_kv_cache(o, model, pairs[0], sv, tv);
   return exact == 1.0 ? 0 : 1;
 }
 

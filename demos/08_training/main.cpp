@@ -5,6 +5,7 @@
 // Then a checkpoint: a run stopped halfway, saved, loaded into a fresh model and optimizer and continued,
 // must end bit-identical to the run that never stopped.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <cmath>
 #include <filesystem>
@@ -49,6 +50,61 @@ std::vector<double> train(Net& net, Optimizer& opt, const std::function<double(s
     losses.push_back(loss.item());
   }
   return losses;
+}
+
+// The paper's learning rate, lr = d_model^-0.5 * min(step^-0.5, step * warmup^-1.5), for its two models:
+// linear growth for `warmup` steps, then decay as 1/sqrt(step). The peak is at step = warmup.
+void paper_schedules(const sf::demo::CommonOptions& common) {
+  std::vector<sf::demo::Series> series;
+  fmt::print("\n== the paper's schedule (section 5.3), warmup 4000\n");
+  for (const std::int64_t d_model : {512, 1024}) {
+    const NoamSchedule noam{.d_model = d_model, .warmup = 4000};
+    sf::demo::Series s{fmt::format("d_model {} (the {} model)", d_model, d_model == 512 ? "base" : "big"), {}, {}};
+    for (std::int64_t step = 1; step <= 40000; step += step < 8000 ? 40 : 400) {
+      s.x.push_back(static_cast<double>(step));
+      s.values.push_back(noam(step));
+    }
+    fmt::print("d_model {:4d}: lr(1) = {:.2e}, peak lr(4000) = {:.2e}, lr(16000) = {:.2e} (half the peak)\n", d_model,
+               noam(1), noam(4000), noam(16000));
+    series.push_back(std::move(s));
+  }
+  sf::demo::write_output(common.out, "08_noam_schedule.svg",
+                         sf::demo::line_chart_svg(series, "the paper's learning rate: warmup 4000, then 1/sqrt(step)",
+                                                  "step", "learning rate"));
+}
+
+// The target distribution of label smoothing, read back from the engine's own cross_entropy: with all
+// logits 0 the softmax is uniform, and the gradient of the mean loss over one row is softmax - target, so
+// target = 1/V - gradient.
+void label_smoothing_target(const sf::demo::CommonOptions& common) {
+  const std::int64_t V = 8, target = 3;
+  const double s = 0.1;
+  std::vector<double> rows;
+  fmt::print("\n== label smoothing: the target the loss pulls toward, V = {}, true class {}\n", V, target);
+  for (const double smoothing : {0.0, s}) {
+    sf::Tensor logits = sf::zeros({1, V}, {sf::DType::float64}).set_requires_grad();
+    sf::cross_entropy(logits, sf::from_vector(std::vector<std::int64_t>{target}, {1}, {sf::DType::int64}), -100,
+                      smoothing)
+        .backward();
+    const auto g = logits.grad().to_vector<double>();
+    std::vector<double> q;
+    for (double gi : g)
+      q.push_back(std::abs(1.0 / static_cast<double>(V) - gi) < 1e-12 ? 0.0 : 1.0 / static_cast<double>(V) - gi);
+    double entropy = 0;
+    for (double qi : q) entropy -= qi > 0 ? qi * std::log(qi) : 0.0;
+    fmt::print("s = {:.1f}: [{:.4f}]  smallest possible loss (its entropy) {:.3f}\n", smoothing, fmt::join(q, ", "),
+               entropy);
+    rows.insert(rows.end(), q.begin(), q.end());
+  }
+  fmt::print(
+      "The true class keeps 1 - s + s/V = {:.4f}; every class gets s/V = {:.4f}. A trained model's loss\n"
+      "levels off at that entropy, not at 0: chapter 07's training curves stop above it.\n",
+      1 - s + s / static_cast<double>(V), s / static_cast<double>(V));
+  std::vector<std::string> classes;
+  for (std::int64_t c = 0; c < V; ++c) classes.push_back(c == target ? "true" : std::to_string(c));
+  sf::demo::write_output(common.out, "08_label_smoothing.svg",
+                         sf::demo::heatmap_svg(sf::from_vector(rows, {2, V}), {"s = 0", "s = 0.1"}, classes,
+                                               "the target distribution over V = 8 classes (true class 3)"));
 }
 
 }  // namespace
@@ -110,6 +166,8 @@ int main(int argc, char** argv) {
       sf::demo::line_chart_svg(curves, "training loss (mean squared error), four optimizers", "step", "loss"));
   sf::demo::write_output(common.out, "08_learning_rates.svg",
                          sf::demo::line_chart_svg(schedules, "learning rate per step", "step", "learning rate"));
+  paper_schedules(common);
+  label_smoothing_target(common);
 
   // A checkpoint in the middle of a run: save, load into fresh objects, continue. Adam's moments and step
   // counts are in the file (optimizer.*), so the continuation is the same computation, bit for bit.

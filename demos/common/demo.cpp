@@ -89,7 +89,10 @@ std::string heatmap_svg(const Tensor& matrix, const std::vector<std::string>& ro
   const std::int64_t R = matrix.size(0), C = matrix.size(1);
   const auto v = matrix.to_vector<double>();
   const double lo = *std::min_element(v.begin(), v.end()), hi = *std::max_element(v.begin(), v.end());
-  const int cell = C > 40 ? 8 : 36, left = rows.empty() ? 10 : 70, top = 50 + (cols.empty() ? 0 : 20);
+  std::size_t widest = 0;  // row labels are right-aligned at the grid's left edge: leave room for the longest
+  for (const auto& r : rows) widest = std::max(widest, display_width(r));
+  const int cell = C > 40 ? 8 : 36, left = rows.empty() ? 10 : std::max(70, 7 * static_cast<int>(widest) + 16),
+            top = 50 + (cols.empty() ? 0 : 20);
   const int width = std::max(left + static_cast<int>(C) * cell + 20, left + 7 * static_cast<int>(title.size()) + 20);
   const int height = top + static_cast<int>(R) * cell + 20;
   std::string svg = fmt::format(
