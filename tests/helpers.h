@@ -53,8 +53,8 @@ inline bool close(const Tensor& actual, const Tensor& expected, double atol = 1e
   return ok;
 }
 
-// The audit for parameters a model forgets to register (seed 000 built a LayerNorm inside forward): every
-// tensor made to require grad while `build_and_run` builds a model and runs it must be one of the returned
+// The audit for parameters a model forgets to register (seed 000 built a LayerNorm inside forward; docs/seeds.md):
+// every tensor made to require grad while `build_and_run` builds a model and runs it must be one of the returned
 // model's parameters. Returns the shapes of those that are not (empty: nothing forgotten).
 template <class F>
 std::vector<std::string> unregistered_leaves(F&& build_and_run) {

@@ -1,7 +1,7 @@
 // Chapter 07 — the full Transformer, trained and decoding. Read docs/07_transformer.md beside this file.
 //
 //   07_transformer            the toy pairs to exact translations, then the numerals task (the README's demo)
-//   07_transformer toy        seed 000's three zh -> en pairs
+//   07_transformer toy        seed 000's three zh -> en pairs (docs/seeds.md)
 //   07_transformer numerals   Chinese numerals -> English words, scored on held-out numbers
 //   07_transformer freedict   German -> English phrases from Debian's dict-freedict-deu-eng, test BLEU
 //   07_transformer translate --load FILE [--task freedict]   read stdin, print translations and attention

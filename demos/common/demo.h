@@ -11,8 +11,8 @@
 
 namespace stepformer::demo {
 
-// The three toy pairs of seed 000 ("我 有 一 个 好 朋 友" -> "I have a good friend ."), with vocabularies
-// whose ids are dense and unique. (Seed 000 listed '.' twice in the target vocabulary, so '.' got id 11
+// The three toy pairs of seed 000 (docs/seeds.md: "我 有 一 个 好 朋 友" -> "I have a good friend ."), with
+// vocabularies whose ids are dense and unique. (Seed 000 listed '.' twice in the target vocabulary, so '.' got id 11
 // == the vocabulary size; here every token has exactly one id.) PAD is 0 in both; BOS 'S' and EOS 'E'.
 struct ToyData {
   std::vector<std::string> src_vocab, tgt_vocab;  // id -> token

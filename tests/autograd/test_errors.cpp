@@ -50,7 +50,7 @@ TEST_CASE("device mismatch and unbuilt devices are DeviceErrors", "[ch00][errors
 }
 
 TEST_CASE("an embedding id out of range names the id, its position and the vocabulary size", "[ch00][errors]") {
-  // Seed 000's vocabulary bug: '.' listed twice gives an id equal to the vocabulary size.
+  // Seed 000's vocabulary bug (docs/seeds.md): '.' listed twice gives an id equal to the vocabulary size.
   const Tensor weight = ones({11, 4});
   const Tensor ids = from_vector(std::vector<std::int64_t>{1, 2, 11, 3}, {2, 2}, {DType::int64});
   REQUIRE_THROWS_WITH_ALL(embedding(weight, ids), IndexError, "embedding", "id 11", "[1, 0]", "vocabulary of 11",

@@ -35,7 +35,7 @@ struct Stack : nn::Module {
   }
 };
 
-// Seed 000's bug, in C++: a LayerNorm built inside forward. Its parameters never reach the optimizer.
+// Seed 000's bug (docs/seeds.md), in C++: a LayerNorm built inside forward. Its parameters never reach the optimizer.
 struct NormInForward : nn::Module {
   std::shared_ptr<nn::Linear> ffn;
   NormInForward() { ffn = register_module("ffn", std::make_shared<nn::Linear>(4, 4)); }

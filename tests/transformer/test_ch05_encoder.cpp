@@ -37,7 +37,7 @@ TEST_CASE("parameter count equals the closed form; each sublayer has its own Lay
 }
 
 TEST_CASE("every tensor the Encoder makes to require grad is one of its parameters (the leaf audit)", "[ch05]") {
-  // Catches a layer built inside forward (seed 000's LayerNorm) or a weight never registered.
+  // Catches a layer built inside forward (seed 000's LayerNorm, docs/seeds.md) or a weight never registered.
   CHECK(unregistered_leaves([] {
           auto enc = std::make_shared<Encoder>(small_config());
           sum(enc->forward(ids({1, 2, 3, 4, 5, 6, 7, 0}, 1)).memory).backward();

@@ -60,8 +60,8 @@ Tensor reference_add_norm(AddNorm& an, const Tensor& x, const Tensor& sub) { ret
 Tensor reference_ffn(PositionwiseFeedForward& f, const Tensor& x) { return (*f.w_2)(relu((*f.w_1)(x))); }
 
 // Every LayerNorm of `m` gets random gamma and beta: a fresh LayerNorm (gamma 1, beta 0) gives the same output
-// as any other, so one norm shared by several sublayers (seed 003), or one built inside forward (seed 000),
-// would pass a test that leaves them at their initial values.
+// as any other, so one norm shared by several sublayers (seed 003), or one built inside forward (seed 000; both in
+// docs/seeds.md), would pass a test that leaves them at their initial values.
 void randomize_norms(nn::Module& m, std::uint64_t seed) {
   Generator gen(seed);
   NoGradGuard no_grad;

@@ -129,7 +129,7 @@ Tensor empty_like(const Tensor& t);  // contiguous, same dtype and device
 
 // Records every tensor made to require grad (set_requires_grad) on this thread while it is alive, so
 // a test can check that every parameter a model creates is registered with it — including one that was
-// created inside forward() and is already gone (a layer built in forward, seed 000's bug).
+// created inside forward() and is already gone (a layer built in forward: seed 000's bug, docs/seeds.md).
 class LeafObserver {
  public:
   struct Record {

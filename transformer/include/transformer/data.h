@@ -10,7 +10,7 @@
 
 namespace stepformer::transformer {
 
-// Token <-> id. Ids are dense and unique, 0 .. size()-1, with the four specials first (seed 000 listed
+// Token <-> id. Ids are dense and unique, 0 .. size()-1, with the four specials first (seed 000, docs/seeds.md, listed
 // '.' twice, so one id was never produced and another equalled the vocabulary size).
 class Vocabulary {
  public:
@@ -58,7 +58,7 @@ std::vector<Batch> make_batches(std::vector<Pair> pairs, const Vocabulary& src_v
                                 std::int64_t batch_size);
 
 // --- data sets -----------------------------------------------------------------------------------
-// Seed 000's three zh -> en pairs ("我 有 一 个 好 朋 友" -> "I have a good friend .").
+// Seed 000's three zh -> en pairs (docs/seeds.md) ("我 有 一 个 好 朋 友" -> "I have a good friend .").
 std::vector<Pair> toy_pairs();
 
 // Chinese numerals to English words, 1 to 99,999: 一万零三 -> "ten thousand and three", 三百二十一 ->

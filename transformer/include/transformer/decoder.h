@@ -8,7 +8,7 @@ namespace stepformer::transformer {
 
 // What the decoder keeps while generating one token at a time (the KV cache): per layer, the
 // self-attention keys and values of every position decoded so far, and the cross-attention keys and
-// values of the source, projected once. Seed 001 (d2l) caches each block's inputs instead; this caches
+// values of the source, projected once. Seed 001 (d2l; docs/seeds.md) caches each block's inputs instead; this caches
 // the projections, which saves recomputing them too.
 struct DecoderCache {
   std::vector<Tensor> self_k, self_v;    // per layer, [B, H, t, Dh], growing by one position per step
