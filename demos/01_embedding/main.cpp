@@ -8,8 +8,8 @@
 
 #include "autograd/ops.h"
 #include "demo.h"
-#include "nn/init.h"
 #include "transformer/embedding.h"
+#include "transformer/model.h"
 
 namespace sf = stepformer;
 using namespace stepformer::transformer;
@@ -49,7 +49,7 @@ int main(int argc, char** argv) {
   fmt::print("{:<50}{:.2f}  (sin and cos: about 1/sqrt(2))\n", "PE rows 0..7", rms(sf::narrow(embed.pe, 0, 0, 8)));
   fmt::print("{:<50}{:.2f} -> {:.2f}  tokens dwarf PE\n", "nn::Embedding's default N(0, 1) rows (torch's)",
              rms((*embed.tokens)(ids)), root_d * rms((*embed.tokens)(ids)));
-  sf::nn::init::xavier_uniform_(embed.tokens->weight, 1.0, gen);  // what Transformer's constructor does
+  glorot_init(embed, gen);  // what Transformer's constructor does
   const double glorot = rms((*embed.tokens)(ids));
   fmt::print("{:<50}{:.2f} -> {:.2f}  the same order as PE\n", "Glorot rows, as the full model initialises them",
              glorot, root_d * glorot);

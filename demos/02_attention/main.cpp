@@ -7,9 +7,9 @@
 
 #include "autograd/ops.h"
 #include "demo.h"
-#include "nn/init.h"
 #include "transformer/attention.h"
 #include "transformer/embedding.h"
+#include "transformer/model.h"
 
 namespace sf = stepformer;
 using namespace stepformer::transformer;
@@ -95,12 +95,10 @@ int main(int argc, char** argv) {
   sf::Generator gen(common.seed);
   TransformerEmbedding embed(cfg.src_vocab, cfg, gen);
   MultiHeadAttention mha(d_model, heads, 0.0, gen);
-  // The full model's initialisation (Transformer's constructor, docs/07_transformer.md): Glorot for every
-  // matrix. With nn::Embedding's N(0, 1) rows times sqrt(d_model) the scores would be so large that each
-  // query puts nearly all its weight on one key, and a mask would have little left to change.
-  for (sf::nn::Module* m : {static_cast<sf::nn::Module*>(&embed), static_cast<sf::nn::Module*>(&mha)})
-    for (auto& [name, p] : m->named_parameters())
-      if (p.dim() == 2) sf::nn::init::xavier_uniform_(p, 1.0, gen);
+  // The full model's initialisation: with nn::Embedding's N(0, 1) rows times sqrt(d_model) the scores would
+  // be so large that each query puts nearly all its weight on one key, and a mask would have little to change.
+  glorot_init(embed, gen);
+  glorot_init(mha, gen);
 
   const sf::Tensor ids = sf::narrow(data.src_ids(), 0, 0, 1);  // [1, 8]: 我 有 一 个 好 朋 友 P
   const auto& words = data.src[0];

@@ -166,11 +166,7 @@ void draw_kv_cache(const Options& o, Transformer& model, const Pair& sample, con
     const sf::Tensor logits = model.logits(model.decoder->step(
         sf::from_vector(std::vector<std::int64_t>{token}, {1, 1}, {sf::DType::int64}), encoded, cache));
     for (std::int64_t j = 0; j < max_steps; ++j) cells.push_back(j < cached ? 1.0 : j < cache.length ? 2.0 : 0.0);
-    const auto scores = logits.to_vector<double>();  // the best token that greedy_decode may generate
-    token = Vocabulary::kEos;
-    for (std::int64_t v = Vocabulary::kEos; v < std::ssize(scores); ++v)
-      if (v != Vocabulary::kUnk && scores[static_cast<std::size_t>(v)] > scores[static_cast<std::size_t>(token)])
-        token = v;
+    token = best_token(logits.to_vector<float>().data(), logits.size(-1));  // as greedy_decode chooses
     const std::string word = token == Vocabulary::kEos ? "<eos>" : tv.decode({token})[0];
     rows.push_back(fmt::format("step {}: {} -> {}", t + 1, fed.back(), word));
     fmt::print("  {}   (self-attention K, V of layer 0: {} cached + 1 new = {})\n", rows.back(), cached,

@@ -68,14 +68,6 @@ class Stepper {
 // only starts a sequence. Nor UNK (unless o.unk < 0): "<unk>" is never a useful word of a translation.
 bool may_generate(std::int64_t t, const DecodeOptions& o) { return t != o.pad && t != o.bos && t != o.unk; }
 
-// The most likely token of one row of log-probabilities that may be generated.
-std::int64_t best_token(const float* row, std::int64_t V, const DecodeOptions& o) {
-  std::int64_t best = -1;
-  for (std::int64_t t = 0; t < V; ++t)
-    if (may_generate(t, o) && (best < 0 || row[t] > row[best])) best = t;
-  return best;
-}
-
 std::int64_t step_limit(const Transformer& model, const DecodeOptions& o) {
   return std::min(o.max_len, model.cfg.max_len - 1);  // the prefix (BOS + tokens) must fit the PE table
 }
@@ -87,6 +79,13 @@ void check_src(const Tensor& src) {
 }
 
 }  // namespace
+
+std::int64_t best_token(const float* row, std::int64_t V, const DecodeOptions& o) {
+  std::int64_t best = -1;
+  for (std::int64_t t = 0; t < V; ++t)
+    if (may_generate(t, o) && (best < 0 || row[t] > row[best])) best = t;
+  return best;
+}
 
 std::vector<std::vector<std::int64_t>> greedy_decode(Transformer& model, const Tensor& src, const DecodeOptions& o) {
   check_src(src);

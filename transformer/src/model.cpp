@@ -17,16 +17,17 @@ Config base_config(std::int64_t src_vocab, std::int64_t tgt_vocab) {
   return c;  // the defaults of Config are the base model's
 }
 
+void glorot_init(nn::Module& module, Generator& gen) {
+  for (auto& [name, p] : module.named_parameters())
+    if (p.dim() == 2) nn::init::xavier_uniform_(p, 1.0, gen);
+}
+
 Transformer::Transformer(const Config& c, Generator& gen, bool tie_output) : cfg(c) {
   encoder = register_module("encoder", std::make_shared<Encoder>(cfg, gen));
   decoder = register_module("decoder", std::make_shared<Decoder>(cfg, gen));
   if (!tie_output)
     generator = register_module("generator", std::make_shared<nn::Linear>(cfg.d_model, cfg.tgt_vocab, true, gen));
-  // Deviation from torch.nn defaults, as the annotated Transformer: every matrix is Glorot-initialised.
-  // With N(0, 1) embeddings times sqrt(d_model), the token vectors would dwarf the positional encoding
-  // and the first softmaxes would saturate; Glorot keeps them near unit scale.
-  for (auto& [name, p] : named_parameters())
-    if (p.dim() == 2) nn::init::xavier_uniform_(p, 1.0, gen);
+  glorot_init(*this, gen);
   NoGradGuard no_grad;
   for (const auto& emb : {encoder->embed->tokens, decoder->embed->tokens}) {
     Tensor pad_row = narrow(emb->weight, 0, cfg.pad_id, 1);

@@ -14,6 +14,10 @@ struct DecodeOptions {
   bool use_cache = true;                   // false recomputes the whole prefix every step (for tests and teaching)
 };
 
+// The most likely token of one row of V scores (logits or log-probabilities) that decoding may generate:
+// never PAD or BOS, nor UNK unless o.unk < 0.
+std::int64_t best_token(const float* row, std::int64_t V, const DecodeOptions& o = {});
+
 // Greedy: at every step the single most likely next token, for the whole batch at once; a sequence stops
 // at its EOS (later steps leave it alone). src [B, S] -> B token lists, each without BOS, ending at EOS
 // (included) or at max_len.

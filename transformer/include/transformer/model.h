@@ -9,6 +9,11 @@ namespace stepformer::transformer {
 // P_drop = 0.1. ("big" and the other rows of Table 3 are Config values too.)
 Config base_config(std::int64_t src_vocab, std::int64_t tgt_vocab);
 
+// Every matrix of `module` Glorot-uniform: the Transformer's initialisation (a deviation from torch.nn's
+// per-layer defaults, as the annotated Transformer). With N(0, 1) embeddings times sqrt(d_model), token
+// vectors would dwarf the positional encoding and the first softmaxes would saturate (docs/01, docs/02).
+void glorot_init(nn::Module& module, Generator& gen);
+
 // Encoder + decoder + the output projection to target-vocabulary logits (the "pre-softmax linear
 // transformation", 3.4). With `tie_output`, the projection reuses the target embedding's weight [V, D]
 // ("we share the same weight matrix between the ... embedding layers and the pre-softmax linear
