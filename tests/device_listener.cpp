@@ -1,8 +1,8 @@
 // Runs a test program's tensors on the device named by STEPFORMER_TEST_DEVICE (cpu when unset): factories
 // without an explicit device then allocate there (set_default_device), so one op suite serves every
-// device. "cuda-sim reverse" also starts each block's threads in reverse order (cudasim.h). A device that is built but
-// cannot run here (cuda without a GPU) makes the program exit with 4 (Catch2's "all skipped"), which CTest reports as
-// skipped, with the reason printed.
+// device. "cuda-sim forward", "cuda-sim reverse" or "cuda-sim random:SEED" also sets cuda-sim's schedule (cudasim.h). A
+// device that is built but cannot run here (cuda without a GPU) makes the program exit with 4 (Catch2's "all skipped"),
+// which CTest reports as skipped, with the reason printed.
 #include <catch2/reporters/catch_reporter_event_listener.hpp>
 #include <catch2/reporters/catch_reporter_registrars.hpp>
 #include <cstdio>
@@ -25,10 +25,17 @@ class DeviceListener : public Catch::EventListenerBase {
     if (name == nullptr || *name == '\0') return;
     std::string device_name = name;
     if (const auto space = device_name.find(' '); space != std::string::npos) {
-      if (device_name.substr(space + 1) != "reverse")
+      const std::string order = device_name.substr(space + 1);
+      if (order == "forward") {
+        cudasim::set_schedule(cudasim::Schedule::forward);
+      } else if (order == "reverse") {
+        cudasim::set_schedule(cudasim::Schedule::reverse);
+      } else if (order.rfind("random:", 0) == 0 && order.size() > 7) {
+        cudasim::set_schedule(cudasim::Schedule::random, std::stoull(order.substr(7)));
+      } else {
         throw std::invalid_argument("STEPFORMER_TEST_DEVICE: " + device_name);
+      }
       device_name.resize(space);
-      cudasim::set_reverse_start(true);
     }
     const stepformer::Device device = stepformer::parse_device(device_name);
     try {

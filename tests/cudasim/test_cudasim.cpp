@@ -11,8 +11,10 @@
 #include <set>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "cudasim/check.h"
 #include "cudasim/cudasim.h"
 
 using cudasim::dim3;
@@ -49,16 +51,20 @@ ChildResult run_in_child(F f) {
   return r;
 }
 
-// Both start orders: a kernel test passes only if it passes with threads started first-to-last and
-// last-to-first.
+// Every schedule: a kernel test passes only if it passes with threads started first-to-last, last-to-first
+// and in two random orders.
 template <class F>
-void in_both_orders(F f) {
-  for (const bool reverse : {false, true}) {
-    INFO("reverse start order: " << reverse);
-    cudasim::set_reverse_start(reverse);
+void in_every_schedule(F f) {
+  const std::pair<cudasim::Schedule, int> schedules[] = {{cudasim::Schedule::forward, 0},
+                                                         {cudasim::Schedule::reverse, 0},
+                                                         {cudasim::Schedule::random, 1},
+                                                         {cudasim::Schedule::random, 2}};
+  for (const auto& [order, seed] : schedules) {
+    INFO("schedule " << static_cast<int>(order) << " seed " << seed);
+    cudasim::set_schedule(order, static_cast<std::uint64_t>(seed));
     f();
   }
-  cudasim::set_reverse_start(false);
+  cudasim::set_schedule(cudasim::Schedule::forward);
 }
 
 __global__ void write_coordinates(int* out) {
@@ -86,7 +92,7 @@ __global__ void warp_sum(const float* in, float* out) {
 }  // namespace
 
 TEST_CASE("cuda-sim: every thread of the grid runs once with its coordinates", "[cudasim][ch09]") {
-  in_both_orders([] {
+  in_every_schedule([] {
     const dim3 grid(3, 2, 2), block(4, 2, 2);
     std::vector<int> out(12 * 16, -1);
     launch(write_coordinates, grid, block, 0, out.data());
@@ -101,7 +107,7 @@ TEST_CASE("cuda-sim: every thread of the grid runs once with its coordinates", "
 TEST_CASE("cuda-sim: __syncthreads orders shared memory; without it one start order fails", "[cudasim][ch09]") {
   std::vector<float> in(512);
   std::iota(in.begin(), in.end(), 0.f);
-  in_both_orders([&] {
+  in_every_schedule([&] {
     std::vector<float> out(512);
     launch(reverse_through_shared, dim3(2), dim3(256), 0, in.data(), out.data(), true);
     for (int i = 0; i < 512; ++i)
@@ -110,8 +116,8 @@ TEST_CASE("cuda-sim: __syncthreads orders shared memory; without it one start or
   // Without the barrier, threads started first read slots not yet written (stale from the last launch or
   // zero) in at least one of the two orders: the reverse-order run exists to catch exactly this.
   int wrong = 0;
-  for (const bool reverse : {false, true}) {
-    cudasim::set_reverse_start(reverse);
+  for (const auto order : {cudasim::Schedule::forward, cudasim::Schedule::reverse}) {
+    cudasim::set_schedule(order);
     std::vector<float> fresh(512);
     std::iota(fresh.begin(), fresh.end(), 1000.f);
     std::vector<float> out(512);
@@ -119,12 +125,12 @@ TEST_CASE("cuda-sim: __syncthreads orders shared memory; without it one start or
     for (int i = 0; i < 512; ++i)
       wrong += out[static_cast<std::size_t>(i)] != fresh[static_cast<std::size_t>(i / 256 * 256 + 255 - i % 256)];
   }
-  cudasim::set_reverse_start(false);
+  cudasim::set_schedule(cudasim::Schedule::forward);
   CHECK(wrong > 0);
 }
 
 TEST_CASE("cuda-sim: warp shuffles follow the PTX lane rules", "[cudasim][ch09]") {
-  in_both_orders([] {
+  in_every_schedule([] {
     std::vector<float> in(64);
     std::iota(in.begin(), in.end(), 0.f);
     float total = 0;
@@ -256,3 +262,19 @@ TEST_CASE("cuda-sim stops with a clear message on deadlock, bad masks and oversi
   CHECK(too_big.aborted);
   CHECK(too_big.stderr_text.find("block size 2048 > 1024") != std::string::npos);
 }
+
+#if !defined(CUDASIM_CHECK)
+TEST_CASE("cuda-sim: the plain build refuses checks instead of checking nothing", "[cudasim][ch09]") {
+  // The kernels of this build are not instrumented: a check switched on would see no access and report nothing.
+  CHECK_FALSE(cudasim::check::instrumented());
+  CHECK_THROWS_AS(cudasim::check::enable(cudasim::check::race), std::logic_error);
+  CHECK(cudasim::check::enabled() == cudasim::check::none);
+  const auto from_environment = run_in_child([] {
+    setenv("STEPFORMER_CUDASIM_CHECK", "all", 1);
+    execl("/proc/self/exe", "cudasim_tests", "cuda-sim: every thread of the grid runs once with its coordinates",
+          static_cast<char*>(nullptr));
+  });
+  CHECK(from_environment.aborted);
+  CHECK(from_environment.stderr_text.find("build with the cudasim-check preset") != std::string::npos);
+}
+#endif

@@ -1,6 +1,7 @@
 // Device memory. `cuda`: cudaMalloc behind a cache of freed blocks (cudaMalloc and cudaFree synchronise
 // the device and cost tens of microseconds; PyTorch's caching allocator exists for the same reason).
-// `cuda-sim`: aligned host memory — only the cuda-sim backend touches it, as only a GPU touches its own.
+// `cuda-sim`: cudasim::device_allocate's host memory — only the cuda-sim backend touches it, as only a GPU
+// touches its own (in the checking build it is tracked: cudasim/check.h).
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -102,29 +103,31 @@ Device CudaBackend::device() const { return Device{DeviceType::cuda_sim, 0}; }
 
 void* CudaBackend::allocate(std::size_t bytes) {
   const std::size_t size = rounded(bytes == 0 ? 1 : bytes);
-  void* p = std::aligned_alloc(kAlignment, size);
+  // The exact size, not `size`: the checking build then sees a read one past a tensor's end as out of bounds.
+  void* p = cudasim::device_allocate(bytes == 0 ? 1 : bytes);  // filled with 0xFF: a read before any write is NaN
   if (p == nullptr) throw ResourceError(out_of_memory(bytes, bytes_in_use()));
-  std::memset(p, 0xFF, size);  // fresh device memory is garbage: make a read-before-write show up as NaN
   bytes_in_use_ += size;
   return p;
 }
 
 void CudaBackend::deallocate(void* ptr, std::size_t bytes) {
   if (ptr == nullptr) return;
-  std::free(ptr);
+  cudasim::device_free(ptr);
   bytes_in_use_ -= rounded(bytes == 0 ? 1 : bytes);
 }
 
 void CudaBackend::copy_from_host(void* dst, const void* host_src, std::size_t bytes) {
-  if (bytes) std::memcpy(dst, host_src, bytes);
+  cudasim::copy_to_device(dst, host_src, bytes);
 }
 void CudaBackend::copy_to_host(void* host_dst, const void* src, std::size_t bytes) {
   if (bytes) std::memcpy(host_dst, src, bytes);
 }
 
 long long* CudaBackend::first_bad_index_slot() {
-  if (bad_index_ == nullptr) bad_index_ = new long long;  // not counted: it lives as long as the backend
-  *bad_index_ = INT64_MAX;
+  // Device memory, as on a GPU (not counted: it lives as long as the backend).
+  if (bad_index_ == nullptr) bad_index_ = static_cast<long long*>(cudasim::device_allocate(sizeof(long long)));
+  const long long none = INT64_MAX;
+  cudasim::copy_to_device(bad_index_, &none, sizeof none);
   return bad_index_;
 }
 std::int64_t CudaBackend::read_first_bad_index() { return *bad_index_ == INT64_MAX ? -1 : *bad_index_; }

@@ -7,27 +7,37 @@
 #include <unistd.h>
 #include <xmmintrin.h>
 
-#include <boost/context/fiber.hpp>
+#include <algorithm>
 #include <boost/context/stack_context.hpp>
 #include <cstdio>
 #include <cstdlib>
-#include <deque>
-#include <exception>
+#include <numeric>
+#include <random>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "checker.h"
+#include "scheduler.h"
+
 namespace cudasim {
 
-namespace ctx = boost::context;
-
-namespace {
+namespace detail {
 
 [[noreturn]] void fail(const std::string& message) {
   std::fprintf(stderr, "cuda-sim: %s\n", message.c_str());
   std::fflush(stderr);
   std::abort();
 }
+
+thread_local Launch* active = nullptr;
+
+}  // namespace detail
+
+using namespace detail;
+namespace ctx = boost::context;
+
+namespace {
 
 // Fiber stacks with a guard page below them (an overflow is a SIGSEGV, not corruption), kept in a pool:
 // a block of 1024 threads would otherwise map and unmap 1024 stacks. Size: STEPFORMER_CUDASIM_STACK
@@ -77,49 +87,43 @@ struct PoolAllocator {
   void deallocate(ctx::stack_context& sc) { pool->deallocate(sc); }
 };
 
-enum class State { not_started, ready, at_barrier, at_warp, done };
-
-struct Thread {
-  uint3 idx;
-  int linear = 0;
-  State state = State::not_started;
-  ctx::fiber fiber;          // the thread's own fiber while it is suspended
-  ctx::fiber sink;           // the scheduler, while the thread runs
-  std::uint64_t result = 0;  // of the last warp collective (the warp's slot is reused at once)
+// The schedule: STEPFORMER_CUDASIM_SCHEDULE=forward|reverse|random:SEED, or set_schedule().
+struct Scheduling {
+  Schedule order = Schedule::forward;
+  std::mt19937_64 rng;
+  Scheduling() {
+    const char* env = std::getenv("STEPFORMER_CUDASIM_SCHEDULE");
+    if (env == nullptr || *env == '\0') return;
+    const std::string s = env;
+    if (s == "forward") return;
+    if (s == "reverse") {
+      order = Schedule::reverse;
+      return;
+    }
+    char* end = nullptr;
+    const std::uint64_t seed = s.rfind("random:", 0) == 0 ? std::strtoull(s.c_str() + 7, &end, 10) : 0;
+    if (end == nullptr || end == s.c_str() + 7 || *end != '\0')
+      fail("STEPFORMER_CUDASIM_SCHEDULE=" + s + ": expected forward, reverse or random:SEED (SEED a number)");
+    order = Schedule::random;
+    rng.seed(seed);
+  }
 };
+Scheduling& scheduling() {
+  static Scheduling s;
+  return s;
+}
 
-// One warp collective in progress: the lanes that arrived, their values, and when all have, the results.
-struct WarpOp {
-  bool active = false;
-  int kind = 0;  // 0 shuffle, 1 ballot, 2 syncwarp
-  Shuffle mode = Shuffle::idx;
-  unsigned mask = 0, arrived = 0;
-  int width = 32;
-  std::uint64_t values[32] = {};
-  int sources[32] = {};
-};
-
-struct Block {
-  std::vector<Thread> threads;
-  std::deque<int> ready;
-  int current = -1, exited = 0, at_barrier = 0;
-  std::vector<WarpOp> warps;
-  std::vector<unsigned char> shared;
-};
-
-struct Launch {
-  dim3 grid, block;
-  uint3 block_idx;
-  Block* b = nullptr;
-  const std::function<void()>* body = nullptr;
-  std::exception_ptr error;  // the first exception a CUDA thread threw: it ends the launch
-};
-
-thread_local Launch* active = nullptr;
-bool reverse_start = [] {
-  const char* env = std::getenv("STEPFORMER_CUDASIM_REVERSE");
-  return env && env[0] == '1';
-}();
+// Puts `ids` on the ready queue in the schedule's order.
+void make_ready(Block& b, std::vector<int>& ids) {
+  Scheduling& s = scheduling();
+  if (s.order == Schedule::reverse) std::reverse(ids.begin(), ids.end());
+  if (s.order == Schedule::random) std::shuffle(ids.begin(), ids.end(), s.rng);
+  for (const int id : ids) {
+    Thread& t = b.threads[static_cast<std::size_t>(id)];
+    if (t.state != State::not_started) t.state = State::ready;  // a thread not yet started starts when its turn comes
+    b.ready.push_back(id);
+  }
+}
 
 Launch& launch_state(const char* what) {
   if (!active || !active->b || active->b->current < 0) fail(fmt::format("{} called outside a kernel", what));
@@ -139,10 +143,24 @@ void yield() {
 
 int live(const Block& b) { return static_cast<int>(b.threads.size()) - b.exited; }
 
-void release_barrier(Block& b) {
+// Every live thread is at a barrier (or the last one just arrived, `arriving`): synccheck looks at where
+// they wait, then they all go on into the next epoch.
+void release_barrier(Launch& l, Block& b, Thread* arriving) {
+  if (checking()) check_barrier(l, b, arriving);
+  std::vector<int>& ids = b.waking;
+  ids.clear();
   for (Thread& t : b.threads)
-    if (t.state == State::at_barrier) t.state = State::ready, b.ready.push_back(t.linear);
+    if (t.state == State::at_barrier) ids.push_back(t.linear);
   b.at_barrier = 0;
+  ++b.barriers;
+  // Under a random schedule the last to arrive does not always go on first: it waits its turn with the rest.
+  if (arriving && scheduling().order == Schedule::random) {
+    ids.push_back(arriving->linear);
+    make_ready(b, ids);
+    yield();
+    return;
+  }
+  make_ready(b, ids);
 }
 
 std::string where(const Launch& l) {
@@ -156,7 +174,9 @@ void run_block(Launch& l) {
     return &p;
   }();
   const int n = static_cast<int>(b.threads.size());
-  for (int k = 0; k < n; ++k) b.ready.push_back(reverse_start ? n - 1 - k : k);
+  b.waking.resize(static_cast<std::size_t>(n));
+  std::iota(b.waking.begin(), b.waking.end(), 0);
+  make_ready(b, b.waking);
   while (!b.ready.empty()) {
     const int id = b.ready.front();
     b.ready.pop_front();
@@ -178,7 +198,7 @@ void run_block(Launch& l) {
           fail(fmt::format("warp collective: lane {} of warp {} in {} is in the mask but has exited", id % 32, id / 32,
                            where(l)));
         // Exited threads count as arrived at a barrier others wait at.
-        if (b.at_barrier > 0 && b.at_barrier == live(b)) release_barrier(b);
+        if (b.at_barrier > 0 && b.at_barrier == live(b)) release_barrier(l, b, nullptr);
         return std::move(self.sink);
       });
     }
@@ -209,9 +229,13 @@ const uint3& block_idx() { return launch_state("blockIdx").block_idx; }
 const dim3& block_dim() { return launch_state("blockDim").block; }
 const dim3& grid_dim() { return launch_state("gridDim").grid; }
 void* dynamic_shared() { return launch_state("dynamic shared memory").b->shared.data(); }
-void set_reverse_start(bool on) { reverse_start = on; }
+void set_schedule(Schedule order, std::uint64_t seed) {
+  scheduling().order = order;
+  scheduling().rng.seed(seed);
+}
+Schedule schedule() { return scheduling().order; }
 
-void run_grid(dim3 grid, dim3 block, std::size_t shared_bytes, const std::function<void()>& body) {
+void run_grid(const void* kernel, dim3 grid, dim3 block, std::size_t shared_bytes, const std::function<void()>& body) {
   const std::uint64_t threads = std::uint64_t{block.x} * block.y * block.z;
   if (threads == 0 || std::uint64_t{grid.x} * grid.y * grid.z == 0)
     fail(fmt::format("empty launch: grid ({}, {}, {}), block ({}, {}, {})", grid.x, grid.y, grid.z, block.x, block.y,
@@ -224,8 +248,11 @@ void run_grid(dim3 grid, dim3 block, std::size_t shared_bytes, const std::functi
   // stalls. Setting them all for the launch keeps them equal (measured: 6x faster switches).
   const unsigned csr = _mm_getcsr();
   _mm_setcsr(csr | 0x3f);
-  Launch l{grid, block, {}, nullptr, &body, nullptr};
+  static std::uint32_t launches = 0;
+  Launch l;
+  l.grid = grid, l.block = block, l.id = ++launches, l.kernel = kernel, l.body = &body;
   active = &l;
+  if (checking()) check_launch_begin(l);
   Block b;  // one for the whole launch, reset for each block
   b.threads.resize(threads);
   for (unsigned i = 0; i < threads; ++i) {
@@ -233,31 +260,39 @@ void run_grid(dim3 grid, dim3 block, std::size_t shared_bytes, const std::functi
     b.threads[i].idx = {i % block.x, i / block.x % block.y, i / (block.x * block.y)};
   }
   b.warps.resize((threads + 31) / 32);
+  b.warp_syncs.resize(b.warps.size());
   for (unsigned z = 0; z < grid.z && !l.error; ++z)
     for (unsigned y = 0; y < grid.y && !l.error; ++y)
       for (unsigned x = 0; x < grid.x && !l.error; ++x) {
         for (Thread& t : b.threads) t.state = State::not_started;
         for (WarpOp& w : b.warps) w.active = false;
         b.exited = b.at_barrier = 0;
+        b.barriers = 0;
+        std::fill(b.warp_syncs.begin(), b.warp_syncs.end(), 0u);
         b.shared.assign(shared_bytes, 0xFF);  // poison: a read before any write is NaN
         l.block_idx = {x, y, z};
+        l.block_linear = x + grid.x * (y + grid.y * z);
         l.b = &b;
+        if (checking()) check_block_begin(l);
         run_block(l);
       }
   active = nullptr;
   _mm_setcsr(csr);
+  if (checking()) check_launch_end(l);  // throws CheckError for reports, or for the trap that ended the launch
   if (l.error) std::rethrow_exception(l.error);
 }
 
-void syncthreads() {
+void syncthreads(Site site) {
   Launch& l = launch_state("__syncthreads");
   Block& b = *l.b;
+  Thread& t = me();
+  t.site = site;
   ++b.at_barrier;
   if (b.at_barrier == live(b)) {  // the last to arrive releases the others and goes on
-    release_barrier(b);
+    release_barrier(l, b, &t);
     return;
   }
-  me().state = State::at_barrier;
+  t.state = State::at_barrier;
   yield();
 }
 
@@ -265,10 +300,11 @@ namespace {
 
 // Arrives at the warp's collective; returns this lane's result once every lane of the mask has arrived.
 std::uint64_t collective(int kind, unsigned mask, std::uint64_t value, Shuffle mode, int arg, int width,
-                         const char* name) {
+                         const char* name, Site site) {
   Launch& l = launch_state(name);
   Block& b = *l.b;
   Thread& t = me();
+  t.site = site;
   const int warp = t.linear / 32, lane = t.linear % 32;
   const int lanes_here = std::min(32, static_cast<int>(b.threads.size()) - warp * 32);
   const unsigned present = lanes_here == 32 ? 0xffffffffu : (1u << lanes_here) - 1;
@@ -305,6 +341,10 @@ std::uint64_t collective(int kind, unsigned mask, std::uint64_t value, Shuffle m
     return t.result;
   }
   // The last lane computes everyone's result and wakes the others.
+  if (checking()) check_warp(l, b, warp, op.arrived);
+  if (kind == 2) ++b.warp_syncs[static_cast<std::size_t>(warp)];  // __syncwarp orders the warp's memory
+  std::vector<int>& woken = b.waking;
+  woken.clear();
   unsigned votes = 0;
   for (int k = 0; k < 32; ++k)
     if (op.arrived >> k & 1u) votes |= (op.values[k] != 0) << k;
@@ -314,23 +354,21 @@ std::uint64_t collective(int kind, unsigned mask, std::uint64_t value, Shuffle m
     const bool readable = s >= 0 && s < 32 && (op.arrived >> s & 1u);
     Thread& other = b.threads[static_cast<std::size_t>(warp * 32 + k)];
     other.result = kind == 1 ? votes : readable ? op.values[s] : ~std::uint64_t{0};  // absent lane: poison
-    if (k != lane) {
-      other.state = State::ready;
-      b.ready.push_back(other.linear);
-    }
+    if (k != lane) woken.push_back(other.linear);
   }
   op.active = false;
+  make_ready(b, woken);
   return t.result;
 }
 
 }  // namespace
 
-std::uint64_t shuffle(unsigned mask, std::uint64_t value, Shuffle mode, int arg, int width) {
-  return collective(0, mask, value, mode, arg, width, "__shfl_sync");
+std::uint64_t shuffle(unsigned mask, std::uint64_t value, Shuffle mode, int arg, int width, Site site) {
+  return collective(0, mask, value, mode, arg, width, "__shfl_sync", site);
 }
-unsigned ballot(unsigned mask, bool predicate) {
-  return static_cast<unsigned>(collective(1, mask, predicate, Shuffle::idx, 0, 32, "__ballot_sync"));
+unsigned ballot(unsigned mask, bool predicate, Site site) {
+  return static_cast<unsigned>(collective(1, mask, predicate, Shuffle::idx, 0, 32, "__ballot_sync", site));
 }
-void syncwarp(unsigned mask) { collective(2, mask, 0, Shuffle::idx, 0, 32, "__syncwarp"); }
+void syncwarp(unsigned mask, Site site) { collective(2, mask, 0, Shuffle::idx, 0, 32, "__syncwarp", site); }
 
 }  // namespace cudasim

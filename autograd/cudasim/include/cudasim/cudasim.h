@@ -15,14 +15,18 @@
 //   shared memory (CUDASIM_DYNAMIC_SHARED) is a buffer filled with 0xFF at every block start, so a read
 //   before any write shows up as NaN.
 // - Atomics are plain read-modify-writes: fibers never preempt each other.
-// - set_reverse_start(true) (or STEPFORMER_CUDASIM_REVERSE=1) starts a block's threads last first: a
-//   kernel that silently depends on start order (a missing __syncthreads) then gives other results.
+// - The schedule (set_schedule, or STEPFORMER_CUDASIM_SCHEDULE=forward|reverse|random:SEED) says in which
+//   order a block's threads start and are released from barriers and warp collectives: first to last, last
+//   to first, or a seeded random order at every such point. A kernel that silently depends on the order (a
+//   missing __syncthreads) then gives other results; cudasim/check.h finds such races by name.
+// - Device memory (device_allocate) is filled with 0xFF: a read before any write is NaN.
 // There is no real concurrency, and floating point is the CPU's (no FMA contraction as nvcc does).
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <functional>
 #include <string>
+#include <type_traits>
 
 namespace cudasim {
 
@@ -40,34 +44,63 @@ const uint3& block_idx();
 const dim3& block_dim();
 const dim3& grid_dim();
 
-// Runs `body` once per CUDA thread of the grid, with dynamic shared memory of `shared_bytes`.
-void run_grid(dim3 grid, dim3 block, std::size_t shared_bytes, const std::function<void()>& body);
-void set_reverse_start(bool on);
+// Runs `body` once per CUDA thread of the grid, with dynamic shared memory of `shared_bytes`. `kernel` (may be
+// null) names the launch in reports.
+void run_grid(const void* kernel, dim3 grid, dim3 block, std::size_t shared_bytes, const std::function<void()>& body);
 void* dynamic_shared();
 
-void syncthreads();
+enum class Schedule { forward, reverse, random };
+void set_schedule(Schedule schedule, std::uint64_t seed = 0);
+Schedule schedule();
+
+// Device memory as cudaMalloc / cudaFree / cudaMemcpy would give it (in the checking build: from an arena
+// where every allocation is tracked and freed memory is never reused).
+void* device_allocate(std::size_t bytes);
+void device_free(void* ptr);
+void copy_to_device(void* dst, const void* host_src, std::size_t bytes);
+
+// Barriers and warp collectives know their call site in the source (synccheck compares them): the CUDA
+// spellings below pass __builtin_FILE() and __builtin_LINE() of their caller.
+struct Site {
+  const char* file = nullptr;
+  unsigned line = 0;
+};
+
+void syncthreads(Site site);
 
 // Warp collectives on raw 64-bit values; the typed __shfl_* templates below convert.
 enum class Shuffle { idx, up, down, bfly };
-std::uint64_t shuffle(unsigned mask, std::uint64_t value, Shuffle mode, int lane_or_delta, int width);
-unsigned ballot(unsigned mask, bool predicate);
-void syncwarp(unsigned mask);
+std::uint64_t shuffle(unsigned mask, std::uint64_t value, Shuffle mode, int lane_or_delta, int width, Site site);
+unsigned ballot(unsigned mask, bool predicate, Site site);
+void syncwarp(unsigned mask, Site site);
 
 template <class T>
-T shuffle_typed(unsigned mask, T value, Shuffle mode, int arg, int width) {
+T shuffle_typed(unsigned mask, T value, Shuffle mode, int arg, int width, Site site) {
   static_assert(sizeof(T) <= 8, "cuda-sim shuffles values of at most 8 bytes");
   std::uint64_t bits = 0;
   std::memcpy(&bits, &value, sizeof(T));
-  bits = shuffle(mask, bits, mode, arg, width);
+  bits = shuffle(mask, bits, mode, arg, width, site);
   T out;
   std::memcpy(&out, &bits, sizeof(T));
   return out;
 }
 
 // One way to launch, for both compilers: under nvcc the compat header turns it into kernel<<<...>>>.
+// Atomics: fibers never preempt each other, so a plain read-modify-write is atomic. They live out of line,
+// where the checker's access hooks do not see them as plain loads and stores (atomics are not races).
+float atomic_add(float* address, float value);
+double atomic_add(double* address, double value);
+int atomic_add(int* address, int value);
+unsigned atomic_add(unsigned* address, unsigned value);
+int atomic_min(int* address, int value);
+long long atomic_min(long long* address, long long value);
+
+// One way to launch, for both compilers: under nvcc the compat header turns it into kernel<<<...>>>.
 template <class Kernel, class... Args>
 void launch(Kernel kernel, dim3 grid, dim3 block, std::size_t shared_bytes, Args... args) {
-  run_grid(grid, block, shared_bytes, [&] { kernel(args...); });
+  const void* name = nullptr;
+  if constexpr (std::is_pointer_v<Kernel>) name = reinterpret_cast<const void*>(kernel);
+  run_grid(name, grid, block, shared_bytes, [&] { kernel(args...); });
 }
 
 }  // namespace cudasim
@@ -78,41 +111,46 @@ void launch(Kernel kernel, dim3 grid, dim3 block, std::size_t shared_bytes, Args
 #define __host__
 #define __forceinline__ inline
 #define __launch_bounds__(...)
+#if defined(CUDASIM_CHECK)  // the checker must know shared memory's addresses: one section, named
+#define __shared__ static __attribute__((section("cudasim_shared")))
+#else
 #define __shared__ static thread_local
+#endif
 #define threadIdx (::cudasim::thread_idx())
 #define blockIdx (::cudasim::block_idx())
 #define blockDim (::cudasim::block_dim())
 #define gridDim (::cudasim::grid_dim())
 #define CUDASIM_DYNAMIC_SHARED(T, name) T* name = static_cast<T*>(::cudasim::dynamic_shared())
 
-inline void __syncthreads() { cudasim::syncthreads(); }
-inline void __syncwarp(unsigned mask = 0xffffffffu) { cudasim::syncwarp(mask); }
-inline unsigned __ballot_sync(unsigned mask, int predicate) { return cudasim::ballot(mask, predicate != 0); }
-template <class T>
-T __shfl_sync(unsigned mask, T var, int src_lane, int width = 32) {
-  return cudasim::shuffle_typed(mask, var, cudasim::Shuffle::idx, src_lane, width);
+#define CUDASIM_CALLER \
+  const char *file_ = __builtin_FILE(), unsigned line_ = __builtin_LINE()  // the call site, for synccheck
+inline void __syncthreads(CUDASIM_CALLER) { cudasim::syncthreads({file_, line_}); }
+inline void __syncwarp(unsigned mask = 0xffffffffu, CUDASIM_CALLER) { cudasim::syncwarp(mask, {file_, line_}); }
+inline unsigned __ballot_sync(unsigned mask, int predicate, CUDASIM_CALLER) {
+  return cudasim::ballot(mask, predicate != 0, {file_, line_});
 }
 template <class T>
-T __shfl_up_sync(unsigned mask, T var, unsigned delta, int width = 32) {
-  return cudasim::shuffle_typed(mask, var, cudasim::Shuffle::up, static_cast<int>(delta), width);
+T __shfl_sync(unsigned mask, T var, int src_lane, int width = 32, CUDASIM_CALLER) {
+  return cudasim::shuffle_typed(mask, var, cudasim::Shuffle::idx, src_lane, width, {file_, line_});
 }
 template <class T>
-T __shfl_down_sync(unsigned mask, T var, unsigned delta, int width = 32) {
-  return cudasim::shuffle_typed(mask, var, cudasim::Shuffle::down, static_cast<int>(delta), width);
+T __shfl_up_sync(unsigned mask, T var, unsigned delta, int width = 32, CUDASIM_CALLER) {
+  return cudasim::shuffle_typed(mask, var, cudasim::Shuffle::up, static_cast<int>(delta), width, {file_, line_});
 }
 template <class T>
-T __shfl_xor_sync(unsigned mask, T var, int lane_mask, int width = 32) {
-  return cudasim::shuffle_typed(mask, var, cudasim::Shuffle::bfly, lane_mask, width);
+T __shfl_down_sync(unsigned mask, T var, unsigned delta, int width = 32, CUDASIM_CALLER) {
+  return cudasim::shuffle_typed(mask, var, cudasim::Shuffle::down, static_cast<int>(delta), width, {file_, line_});
 }
 template <class T>
-T atomicAdd(T* address, T value) {  // fibers never preempt each other: a plain update is atomic
-  const T old = *address;
-  *address = old + value;
-  return old;
+T __shfl_xor_sync(unsigned mask, T var, int lane_mask, int width = 32, CUDASIM_CALLER) {
+  return cudasim::shuffle_typed(mask, var, cudasim::Shuffle::bfly, lane_mask, width, {file_, line_});
+}
+#undef CUDASIM_CALLER
+template <class T>
+T atomicAdd(T* address, T value) {
+  return cudasim::atomic_add(address, value);
 }
 template <class T>
 T atomicMin(T* address, T value) {
-  const T old = *address;
-  if (value < old) *address = value;
-  return old;
+  return cudasim::atomic_min(address, value);
 }

@@ -1,0 +1,20 @@
+#pragma once
+// The checker's side of the scheduler (check.cpp): the scheduler tells it where launches, blocks, barriers
+// and warp collectives begin and end; the access hooks tell it every load and store of kernel code.
+#include "scheduler.h"
+
+namespace cudasim::detail {
+
+// Whether any check is on (a plain global: the scheduler asks at every launch, block and barrier).
+extern unsigned enabled_checks;
+inline bool checking() { return enabled_checks != 0; }
+
+void check_launch_begin(Launch& l);
+void check_block_begin(Launch& l);
+void check_launch_end(Launch& l);  // throws CheckError for the launch's reports (unless recording)
+// Every live thread of the block waits at a barrier (`arriving` just came, or null when the last one exited).
+void check_barrier(const Launch& l, const Block& b, const Thread* arriving);
+// Every lane of `arrived` is at the warp's collective.
+void check_warp(const Launch& l, const Block& b, int warp, unsigned arrived);
+
+}  // namespace cudasim::detail

@@ -1,0 +1,65 @@
+#pragma once
+// cuda-sim's inner state, shared by the scheduler (cudasim.cpp) and the checker (check.cpp): the running
+// launch, its block and threads. Not part of the public header: kernels see only cudasim.h.
+#include <boost/context/fiber.hpp>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <vector>
+
+#include "cudasim/cudasim.h"
+
+namespace cudasim::detail {
+
+enum class State { not_started, ready, at_barrier, at_warp, done };
+
+struct Thread {
+  uint3 idx;
+  int linear = 0;
+  State state = State::not_started;
+  boost::context::fiber fiber;  // the thread's own fiber while it is suspended
+  boost::context::fiber sink;   // the scheduler, while the thread runs
+  std::uint64_t result = 0;     // of the last warp collective (the warp's slot is reused at once)
+  Site site;                    // where it waits: the call site of its __syncthreads or warp collective
+};
+
+// One warp collective in progress: the lanes that arrived, their values, and when all have, the results.
+struct WarpOp {
+  bool active = false;
+  int kind = 0;  // 0 shuffle, 1 ballot, 2 syncwarp
+  Shuffle mode = Shuffle::idx;
+  unsigned mask = 0, arrived = 0;
+  int width = 32;
+  std::uint64_t values[32] = {};
+  int sources[32] = {};
+};
+
+struct Block {
+  std::vector<Thread> threads;
+  std::deque<int> ready;
+  int current = -1, exited = 0, at_barrier = 0;
+  std::uint32_t barriers = 0;             // __syncthreads the block has passed: its memory epoch
+  std::vector<std::uint32_t> warp_syncs;  // per warp: __syncwarp()s completed (a warp's own epoch)
+  std::vector<WarpOp> warps;
+  std::vector<unsigned char> shared;
+  std::vector<int> waking;  // threads about to be made ready (kept: no allocation per barrier or collective)
+};
+
+struct Launch {
+  dim3 grid, block;
+  uint3 block_idx;
+  std::uint32_t block_linear = 0;  // of block_idx in the grid
+  std::uint32_t id = 0;            // launches are counted from 1 (the checker's shadow tells them apart)
+  const void* kernel = nullptr;
+  Block* b = nullptr;
+  const std::function<void()>* body = nullptr;
+  std::exception_ptr error;  // the first exception a CUDA thread threw: it ends the launch
+};
+
+// The launch running on this OS thread (null outside run_grid).
+extern thread_local Launch* active;
+
+[[noreturn]] void fail(const std::string& message);
+
+}  // namespace cudasim::detail

@@ -1,0 +1,23 @@
+# The checking build (preset cudasim-check; included by tests/CMakeLists.txt). The known-bad kernels of
+# test_checks.cpp are instrumented like the project's own; cuda-sim's tests run as in the plain build.
+target_sources(cudasim_tests PRIVATE cudasim/test_checks.cpp)
+set_property(SOURCE cudasim/test_checks.cpp APPEND PROPERTY COMPILE_OPTIONS ${STEPFORMER_CUDASIM_CHECK_FLAGS})
+catch_discover_tests(cudasim_tests TEST_PREFIX "checked/")
+
+# Every kernel of the project, through the op suite and cuda_tests, with racecheck, memcheck, initcheck and
+# synccheck on (a report fails the launch, so the test), under four schedules.
+set(schedule_number 0)
+foreach(schedule forward reverse random:1 random:2)
+  math(EXPR schedule_number "${schedule_number} + 1")
+  foreach(program autograd_tests cuda_tests)
+    set(spec "*")
+    if(program STREQUAL "autograd_tests")
+      set(spec "[gradcheck],[values],[oracle]")
+    endif()
+    # EXTRA_ARGS differ per schedule only so that catch_discover_tests keeps their generated files apart.
+    catch_discover_tests(${program} TEST_SPEC "${spec}" TEST_PREFIX "checked ${schedule}/"
+      EXTRA_ARGS --order decl --rng-seed ${schedule_number}
+      PROPERTIES ENVIRONMENT "STEPFORMER_TEST_DEVICE=cuda-sim ${schedule}"
+                 ENVIRONMENT_MODIFICATION "STEPFORMER_CUDASIM_CHECK=set:all" LABELS cudasim-check)
+  endforeach()
+endforeach()
