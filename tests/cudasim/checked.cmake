@@ -1,7 +1,9 @@
 # The checking build (preset cudasim-check; included by tests/CMakeLists.txt). The known-bad kernels of
-# test_checks.cpp are instrumented like the project's own; cuda-sim's tests run as in the plain build.
-target_sources(cudasim_tests PRIVATE cudasim/test_checks.cpp)
-set_property(SOURCE cudasim/test_checks.cpp APPEND PROPERTY COMPILE_OPTIONS ${STEPFORMER_CUDASIM_CHECK_FLAGS})
+# test_checks.cpp and the hand-countable ones of test_profile.cpp are instrumented like the project's own;
+# cuda-sim's tests run as in the plain build.
+target_sources(cudasim_tests PRIVATE cudasim/test_checks.cpp cudasim/test_profile.cpp)
+set_property(SOURCE cudasim/test_checks.cpp cudasim/test_profile.cpp APPEND
+             PROPERTY COMPILE_OPTIONS ${STEPFORMER_CUDASIM_CHECK_FLAGS})
 catch_discover_tests(cudasim_tests TEST_PREFIX "checked/")
 
 # Every kernel of the project, through the op suite and cuda_tests, with racecheck, memcheck, initcheck and

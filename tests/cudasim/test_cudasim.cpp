@@ -16,6 +16,7 @@
 
 #include "cudasim/check.h"
 #include "cudasim/cudasim.h"
+#include "cudasim/profile.h"
 
 using cudasim::dim3;
 using cudasim::launch;
@@ -269,6 +270,8 @@ TEST_CASE("cuda-sim: the plain build refuses checks instead of checking nothing"
   CHECK_FALSE(cudasim::check::instrumented());
   CHECK_THROWS_AS(cudasim::check::enable(cudasim::check::race), std::logic_error);
   CHECK(cudasim::check::enabled() == cudasim::check::none);
+  CHECK_THROWS_AS(cudasim::profile::enable(true), std::logic_error);
+  CHECK_FALSE(cudasim::profile::enabled());
   const auto from_environment = run_in_child([] {
     setenv("STEPFORMER_CUDASIM_CHECK", "all", 1);
     execl("/proc/self/exe", "cudasim_tests", "cuda-sim: every thread of the grid runs once with its coordinates",

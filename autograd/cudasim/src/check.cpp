@@ -239,9 +239,14 @@ bool hazard(const Access& p, const Access& now, bool global) {
 
 void access(const void* address, unsigned size, bool write, bool atomic, const void* code) {
   Launch* l = active;
-  if (l == nullptr || enabled_checks == 0 || l->b == nullptr || l->b->current < 0) return;
+  if (l == nullptr || l->b == nullptr || l->b->current < 0) return;
   const Block& b = *l->b;
   const auto a = reinterpret_cast<std::uintptr_t>(address);
+  if (profiling_on && !atomic) {
+    const bool shared = a - shared_begin < shared_bytes || a - dynamic_begin < dynamic_bytes;
+    if (shared || arena().contains(a)) profile_access(*l, a, size, write, shared, code);
+  }
+  if (enabled_checks == 0) return;
   Region r{Region::global};
   if (a - shared_begin < shared_bytes) {
     r = {Region::shared_static, shared_begin, shared_bytes, nullptr, shared_cells.data()};
@@ -401,7 +406,8 @@ std::string sites_text(const Block& b, int first, int second) {
 
 namespace detail {
 
-void check_launch_begin(Launch&) {
+void check_launch_begin(Launch& l) {
+  if (profiling_on) profile_launch_begin(l);
   this_launch.clear();
   seen.clear();
   trapped = false;
@@ -417,6 +423,11 @@ void check_block_begin(Launch& l) {
   dynamic_bytes = l.b->shared.size();
   if (dynamic_cells.size() < dynamic_bytes) dynamic_cells.resize(dynamic_bytes);
   if (shared_bytes) std::memset(reinterpret_cast<void*>(shared_begin), 0xFF, shared_bytes);  // poison, as dynamic
+  if (profiling_on) profile_block_begin(l);
+}
+
+void check_block_end(Launch&) {
+  if (profiling_on) profile_block_end();
 }
 
 void check_launch_end(Launch& l) {
@@ -439,6 +450,7 @@ void check_launch_end(Launch& l) {
 }
 
 void check_barrier(const Launch& l, const Block& b, const Thread* arriving) {
+  if (profiling_on) profile_barrier(b);
   if (!(enabled_checks & check::sync)) return;
   const int n = static_cast<int>(b.threads.size());
   int first = arriving ? arriving->linear : -1;
@@ -464,6 +476,7 @@ void check_barrier(const Launch& l, const Block& b, const Thread* arriving) {
 }
 
 void check_warp(const Launch& l, const Block& b, int warp, unsigned arrived) {
+  if (profiling_on) profile_warp_collective();
   if (!(enabled_checks & check::sync)) return;
   int first = -1;
   for (int k = 0; k < 32; ++k) {

@@ -275,6 +275,7 @@ void run_grid(const void* kernel, dim3 grid, dim3 block, std::size_t shared_byte
         l.b = &b;
         if (checking()) check_block_begin(l);
         run_block(l);
+        if (checking()) check_block_end(l);
       }
   active = nullptr;
   _mm_setcsr(csr);
