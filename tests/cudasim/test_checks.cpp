@@ -45,21 +45,27 @@ const std::pair<cudasim::Schedule, std::uint64_t> kSchedules[] = {{cudasim::Sche
                                                                   {cudasim::Schedule::random, 1},
                                                                   {cudasim::Schedule::random, 2}};
 
-// Runs `run` under every schedule with every check on, recording reports; returns them per schedule.
+// Runs `run` with every check on, recording reports; returns them (the checks are off again after).
+template <class F>
+std::vector<Report> recorded(F run) {
+  cudasim::check::take_reports();
+  cudasim::check::enable(cudasim::check::all);
+  cudasim::check::set_on_report(cudasim::check::OnReport::record);
+  run();
+  cudasim::check::set_on_report(cudasim::check::OnReport::throw_after_launch);
+  cudasim::check::enable(cudasim::check::none);
+  return cudasim::check::take_reports();
+}
+
+// recorded(run) under every schedule; the reports per schedule.
 template <class F>
 std::vector<std::vector<Report>> under_every_schedule(F run) {
   std::vector<std::vector<Report>> out;
-  cudasim::check::enable(cudasim::check::all);
-  cudasim::check::set_on_report(cudasim::check::OnReport::record);
-  cudasim::check::take_reports();
   for (const auto& [order, seed] : kSchedules) {
     cudasim::set_schedule(order, seed);
-    run();
-    out.push_back(cudasim::check::take_reports());
+    out.push_back(recorded(run));
   }
   cudasim::set_schedule(cudasim::Schedule::forward);
-  cudasim::check::set_on_report(cudasim::check::OnReport::throw_after_launch);
-  cudasim::check::enable(cudasim::check::none);
   return out;
 }
 
@@ -247,19 +253,11 @@ TEST_CASE("racecheck: a global value published by one thread and read by another
 TEST_CASE("memcheck: a row read one element past its end", "[cudasim][check][ch09]") {
   const int rows = 5, cols = 7;
   DeviceArray<float> m(iota(rows * cols)), out(static_cast<std::size_t>(rows));
-  std::vector<std::vector<Report>> bad;
-  for (const auto& [order, seed] : kSchedules) {
-    cudasim::check::enable(cudasim::check::all);
-    cudasim::check::set_on_report(cudasim::check::OnReport::record);
-    cudasim::set_schedule(order, seed);
-    // The access does not happen: the launch ends, as a trap ends a grid, and the host gets CheckError.
+  // The access does not happen: the launch ends, as a trap ends a grid, and the host gets CheckError.
+  const auto bad = under_every_schedule([&] {
     CHECK_THROWS_AS(launch(row_sums, dim3(1), dim3(32), 0, m.data, out.data, rows, cols, true),
                     cudasim::check::CheckError);
-    bad.push_back(cudasim::check::take_reports());
-  }
-  cudasim::set_schedule(cudasim::Schedule::forward);
-  cudasim::check::set_on_report(cudasim::check::OnReport::throw_after_launch);
-  cudasim::check::enable(cudasim::check::none);
+  });
   for (const auto& reports : bad) {
     INFO(all_messages(reports));
     REQUIRE(reports.size() == 1);
@@ -279,12 +277,9 @@ TEST_CASE("memcheck: a row read one element past its end", "[cudasim][check][ch0
 
 TEST_CASE("memcheck: a 16-byte vector load from an address that is not a multiple of 16", "[cudasim][check][ch09]") {
   DeviceArray<float> in(iota(4 * 8 + 4)), out(8);
-  cudasim::check::enable(cudasim::check::all);
-  cudasim::check::set_on_report(cudasim::check::OnReport::record);
-  CHECK_THROWS_AS(launch(load_vectors, dim3(1), dim3(8), 0, in.data, out.data, 1), cudasim::check::CheckError);
-  const auto reports = cudasim::check::take_reports();
-  cudasim::check::set_on_report(cudasim::check::OnReport::throw_after_launch);
-  cudasim::check::enable(cudasim::check::none);
+  const auto reports = recorded([&] {
+    CHECK_THROWS_AS(launch(load_vectors, dim3(1), dim3(8), 0, in.data, out.data, 1), cudasim::check::CheckError);
+  });
   INFO(all_messages(reports));
   REQUIRE(reports.size() == 1);
   CHECK(reports[0].checker == "memcheck");
@@ -297,20 +292,30 @@ TEST_CASE("memcheck: a 16-byte vector load from an address that is not a multipl
   CHECK(out.host()[1] == 4 + 5 + 6 + 7);
 }
 
+TEST_CASE("memcheck: a vector load that starts inside an allocation and runs past its end", "[cudasim][check][ch09]") {
+  DeviceArray<float> in(iota(4 * 8 + 2)), out(9);  // 136 bytes: thread 8's 16 bytes at byte 128 end 8 bytes past it
+  const auto reports = recorded([&] {
+    CHECK_THROWS_AS(launch(load_vectors, dim3(1), dim3(9), 0, in.data, out.data, 0), cudasim::check::CheckError);
+  });
+  INFO(all_messages(reports));
+  REQUIRE(reports.size() == 1);
+  CHECK(reports[0].kind == "out of bounds");
+  CHECK(same(reports[0].thread, 8));
+  CHECK(contains(reports[0].message, "reads 16 bytes"));
+  CHECK(contains(reports[0].location, "(136 bytes) + element 8"));
+}
+
 TEST_CASE("memcheck: a kernel reading memory freed before it ran", "[cudasim][check][ch09]") {
   auto* freed = static_cast<float*>(cudasim::device_allocate(64 * sizeof(float)));
   const std::vector<float> values = iota(64);
   cudasim::copy_to_device(freed, values.data(), values.size() * sizeof(float));
   cudasim::device_free(freed);
   DeviceArray<float> out(64);
-  cudasim::check::enable(cudasim::check::all);
-  cudasim::check::set_on_report(cudasim::check::OnReport::record);
-  CHECK_THROWS_AS(
-      launch(reverse_tile, dim3(1), dim3(kTileThreads), 0, static_cast<const float*>(freed), out.data, true),
-      cudasim::check::CheckError);
-  const auto reports = cudasim::check::take_reports();
-  cudasim::check::set_on_report(cudasim::check::OnReport::throw_after_launch);
-  cudasim::check::enable(cudasim::check::none);
+  const auto reports = recorded([&] {
+    CHECK_THROWS_AS(
+        launch(reverse_tile, dim3(1), dim3(kTileThreads), 0, static_cast<const float*>(freed), out.data, true),
+        cudasim::check::CheckError);
+  });
   INFO(all_messages(reports));
   REQUIRE(reports.size() == 1);
   CHECK(reports[0].kind == "use after free");

@@ -184,7 +184,6 @@ void report(const Launch& l, check::Report r, const void* code, unsigned line = 
 struct Region {
   enum Kind { global, shared_static, shared_dynamic } kind;
   std::uintptr_t start = 0;
-  std::size_t bytes = 0;
   Allocation* allocation = nullptr;
   Cell* cells = nullptr;  // of the region's first byte
 };
@@ -237,6 +236,19 @@ bool hazard(const Access& p, const Access& now, bool global) {
   return !ordered(p, now, global) && !(p.atomic && now.atomic);
 }
 
+// A memcheck error: reported, and the access must not happen: it ends the launch as a trap ends a grid.
+[[noreturn]] void trap(const Launch& l, const char* kind, const std::string& location, const std::string& joint,
+                       std::uintptr_t a, unsigned size, bool write, bool atomic, const void* code) {
+  const Thread& t = l.b->threads[static_cast<std::size_t>(l.b->current)];
+  check::Report rep;
+  rep.checker = "memcheck", rep.kind = kind, rep.block = l.block_idx, rep.thread = t.idx, rep.location = location;
+  rep.message = fmt::format("thread {} of block {} {} {} bytes at {:#x} (at {}){}{}", text(t.idx), text(l.block_idx),
+                            verb(write, atomic), size, a, code_site(code), joint, location);
+  report(l, std::move(rep), code);
+  trapped = true;
+  throw Trap{};
+}
+
 void access(const void* address, unsigned size, bool write, bool atomic, const void* code) {
   Launch* l = active;
   if (l == nullptr || l->b == nullptr || l->b->current < 0) return;
@@ -249,67 +261,41 @@ void access(const void* address, unsigned size, bool write, bool atomic, const v
   if (enabled_checks == 0) return;
   Region r{Region::global};
   if (a - shared_begin < shared_bytes) {
-    r = {Region::shared_static, shared_begin, shared_bytes, nullptr, shared_cells.data()};
+    r = {Region::shared_static, shared_begin, nullptr, shared_cells.data()};
   } else if (a - dynamic_begin < dynamic_bytes) {
-    r = {Region::shared_dynamic, dynamic_begin, dynamic_bytes, nullptr, dynamic_cells.data()};
+    r = {Region::shared_dynamic, dynamic_begin, nullptr, dynamic_cells.data()};
   } else if (arena().contains(a)) {
     std::pair<std::uintptr_t, Allocation*> nearest{0, nullptr};
     const auto [start, found] = arena().find(a, &nearest);
     if (found == nullptr || found->freed) {
       if (!(enabled_checks & check::mem)) return;
-      const Thread& t = b.threads[static_cast<std::size_t>(b.current)];
-      check::Report rep;
-      rep.checker = "memcheck", rep.kind = found ? "use after free" : "out of bounds";
-      rep.block = l->block_idx, rep.thread = t.idx;
       const auto [near_start, near] = found ? std::pair{start, found} : nearest;
+      std::string location;
       if (near == nullptr) {
-        rep.location = fmt::format("{:#x}, no device allocation near it", a);
+        location = fmt::format("{:#x}, no device allocation near it", a);
       } else if (found) {
-        rep.location = fmt::format("allocation {:#x} ({} bytes, freed) + byte {}", near_start, near->bytes, a - start);
+        location = fmt::format("allocation {:#x} ({} bytes, freed) + byte {}", near_start, near->bytes, a - start);
       } else if (a >= near_start + near->bytes) {
-        rep.location =
-            fmt::format("{} bytes past the end of allocation {:#x} ({} bytes{})", a - (near_start + near->bytes),
-                        near_start, near->bytes, near->freed ? ", freed" : "");
+        location = fmt::format("{} bytes past the end of allocation {:#x} ({} bytes{})", a - (near_start + near->bytes),
+                               near_start, near->bytes, near->freed ? ", freed" : "");
       } else {
-        rep.location = fmt::format("{} bytes before allocation {:#x} ({} bytes{})", near_start - a, near_start,
-                                   near->bytes, near->freed ? ", freed" : "");
+        location = fmt::format("{} bytes before allocation {:#x} ({} bytes{})", near_start - a, near_start, near->bytes,
+                               near->freed ? ", freed" : "");
       }
-      rep.message = fmt::format("thread {} of block {} {} {} bytes at {:#x} (at {}): {}", text(t.idx),
-                                text(l->block_idx), verb(write, atomic), size, a, code_site(code), rep.location);
-      report(*l, std::move(rep), code);
-      trapped = true;
-      throw Trap{};
+      trap(*l, found ? "use after free" : "out of bounds", location, ": ", a, size, write, atomic, code);
     }
-    r = {Region::global, start, found->bytes, found, nullptr};
-    if (a + size > start + found->bytes) {  // straddles the end
-      if (!(enabled_checks & check::mem)) return;
-      const Thread& t = b.threads[static_cast<std::size_t>(b.current)];
-      check::Report rep;
-      rep.checker = "memcheck", rep.kind = "out of bounds", rep.block = l->block_idx, rep.thread = t.idx;
-      rep.location = describe(r, a, size);
-      rep.message = fmt::format("thread {} of block {} {} {} bytes at {:#x} (at {}), past the end of {}", text(t.idx),
-                                text(l->block_idx), verb(write, atomic), size, a, code_site(code), rep.location);
-      report(*l, std::move(rep), code);
-      trapped = true;
-      throw Trap{};
-    }
+    r = {Region::global, start, found, nullptr};
+    if (a + size > start + found->bytes && (enabled_checks & check::mem))  // straddles the end
+      trap(*l, "out of bounds", describe(r, a, size), ", past the end of ", a, size, write, atomic, code);
     r.cells = shadow_of(*found).data();
   } else {
     return;  // host memory: the kernel's stack, its arguments, cuda-sim's own state
   }
   const Thread& t = b.threads[static_cast<std::size_t>(b.current)];
   const bool global = r.kind == Region::global;
-  if ((enabled_checks & check::mem) && a % size != 0) {
-    check::Report rep;
-    rep.checker = "memcheck", rep.kind = "misaligned", rep.block = l->block_idx, rep.thread = t.idx;
-    rep.location = describe(r, a, size);
-    rep.message =
-        fmt::format("thread {} of block {} {} {} bytes at {:#x} (at {}), not a multiple of {}: {}", text(t.idx),
-                    text(l->block_idx), verb(write, atomic), size, a, code_site(code), size, rep.location);
-    report(*l, std::move(rep), code);
-    trapped = true;
-    throw Trap{};
-  }
+  if ((enabled_checks & check::mem) && a % size != 0)
+    trap(*l, "misaligned", describe(r, a, size), fmt::format(", not a multiple of {}: ", size), a, size, write, atomic,
+         code);
   const auto thread = static_cast<std::uint16_t>(b.current);
   const Access now{l->id,
                    l->block_linear,
@@ -548,32 +534,16 @@ T read_modify_write(T* address, T value, Op op, const void* code) {
   *address = op(old, value);
   return old;
 }
+const auto sum = [](auto x, auto y) { return x + y; };
+const auto lower = [](auto x, auto y) { return y < x ? y : x; };
 }  // namespace
 
-float atomic_add(float* a, float v) {
-  return read_modify_write(
-      a, v, [](float x, float y) { return x + y; }, __builtin_return_address(0));
-}
-double atomic_add(double* a, double v) {
-  return read_modify_write(
-      a, v, [](double x, double y) { return x + y; }, __builtin_return_address(0));
-}
-int atomic_add(int* a, int v) {
-  return read_modify_write(
-      a, v, [](int x, int y) { return x + y; }, __builtin_return_address(0));
-}
-unsigned atomic_add(unsigned* a, unsigned v) {
-  return read_modify_write(
-      a, v, [](unsigned x, unsigned y) { return x + y; }, __builtin_return_address(0));
-}
-int atomic_min(int* a, int v) {
-  return read_modify_write(
-      a, v, [](int x, int y) { return y < x ? y : x; }, __builtin_return_address(0));
-}
-long long atomic_min(long long* a, long long v) {
-  return read_modify_write(
-      a, v, [](long long x, long long y) { return y < x ? y : x; }, __builtin_return_address(0));
-}
+float atomic_add(float* a, float v) { return read_modify_write(a, v, sum, __builtin_return_address(0)); }
+double atomic_add(double* a, double v) { return read_modify_write(a, v, sum, __builtin_return_address(0)); }
+int atomic_add(int* a, int v) { return read_modify_write(a, v, sum, __builtin_return_address(0)); }
+unsigned atomic_add(unsigned* a, unsigned v) { return read_modify_write(a, v, sum, __builtin_return_address(0)); }
+int atomic_min(int* a, int v) { return read_modify_write(a, v, lower, __builtin_return_address(0)); }
+long long atomic_min(long long* a, long long v) { return read_modify_write(a, v, lower, __builtin_return_address(0)); }
 
 // --- the public switches ------------------------------------------------------------------------------------
 
