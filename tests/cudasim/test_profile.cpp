@@ -3,6 +3,7 @@
 // (tests/cudasim/checked.cmake): it needs the access hooks.
 #include <catch2/catch_test_macros.hpp>
 #include <numeric>
+#include <string>
 #include <vector>
 
 #include "cudasim/cudasim.h"
@@ -85,10 +86,51 @@ TEST_CASE("profile: a [32][32] tile read by columns has 31 bank conflicts per re
   CHECK(plain.shared_store_wavefronts == 32);  // rows: 32 consecutive words, one per bank
   CHECK(plain.shared_load_requests == 32);
   CHECK(plain.shared_load_wavefronts == 32 * 32);  // a column of [32][32]: 32 words, all in one bank
-  CHECK(plain.shared_bank_conflicts() == 32 * 31);
+  CHECK(plain.shared_bank_conflicts == 32 * 31);
   CHECK(plain.barriers == 32);  // one __syncthreads, executed by 32 warps
   CHECK(plain.global_load_sectors == 32 * 4);
   const auto padded = profiled([&] { launch(transpose32<33>, dim3(1), dim3(32, 32), 0, in.data, out.data); });
   CHECK(padded.shared_load_wavefronts == 32);  // words 33 apart: 32 different banks
-  CHECK(padded.shared_bank_conflicts() == 0);
+  CHECK(padded.shared_bank_conflicts == 0);
+}
+
+TEST_CASE("profile: stated FLOPs give the arithmetic intensity and the roofline's attainable rate",
+          "[cudasim][profile][ch09]") {
+  Device in(128), out(128);
+  const auto c = profiled([&] {
+    cudasim::profile::next_launch_flops(4096);
+    launch(copy, dim3(2), dim3(64), 0, in.data, out.data, 1);
+    launch(copy, dim3(2), dim3(64), 0, in.data, out.data, 1);  // states nothing: the FLOPs are not carried over
+  });
+  CHECK(c.launches == 2);
+  CHECK(c.flops == 4096);
+  CHECK(c.global_bytes() == 2 * 32 * 32);  // 16 sectors loaded and 16 stored, per launch
+  CHECK(c.intensity() == 2.0);
+  const auto& roof = cudasim::profile::kRoofline;
+  CHECK(roof.attainable(2.0) == 2.0 * roof.bytes_per_second);  // below the ridge: memory bound
+  CHECK(roof.attainable(1000.0) == roof.peak_flops);           // above it: compute bound
+  const std::string j = cudasim::profile::json({c});
+  CHECK(j.find("\"kernel\": \"copy\"") != std::string::npos);
+  CHECK(j.find("\"flops\": 4096") != std::string::npos);
+  CHECK(j.find("\"global_load_sectors\": 32") != std::string::npos);
+  CHECK(j.find("\"flop_per_byte\": 2") != std::string::npos);
+}
+
+namespace {
+__global__ void shared_doubles(double* out) {
+  __shared__ double s[32];
+  s[threadIdx.x] = threadIdx.x;
+  __syncthreads();
+  out[threadIdx.x] = s[31 - threadIdx.x];
+}
+}  // namespace
+
+TEST_CASE("profile: a warp's 32 neighbouring doubles take 2 wavefronts and no bank conflict",
+          "[cudasim][profile][ch09]") {
+  double* out = static_cast<double*>(cudasim::device_allocate(32 * sizeof(double)));
+  const auto c = profiled([&] { launch(shared_doubles, dim3(1), dim3(32), 0, out); });
+  cudasim::device_free(out);
+  CHECK(c.shared_store_wavefronts == 2);  // 64 words: every bank serves 2, as 256 bytes need
+  CHECK(c.shared_load_wavefronts == 2);
+  CHECK(c.shared_bank_conflicts == 0);
 }

@@ -30,15 +30,19 @@ void launch(void (*kernel)(Params...), dim3 grid, dim3 block, std::size_t shared
   kernel<<<grid, block, shared_bytes>>>(args...);
   STEPFORMER_CUDA_CHECK(cudaGetLastError());
 }
+// The next launch's floating-point operations, for cuda-sim's profiler (a GPU profiler counts them itself).
+inline void next_launch_flops(std::uint64_t) {}
 }  // namespace stepformer::STEPFORMER_CUDA_NS
 
 #else
 #include <math.h>
 
 #include "cudasim/cudasim.h"
+#include "cudasim/profile.h"
 
 namespace stepformer::STEPFORMER_CUDA_NS {
 using cudasim::dim3;
+using cudasim::profile::next_launch_flops;
 template <class... Params, class... Args>
 void launch(void (*kernel)(Params...), dim3 grid, dim3 block, std::size_t shared_bytes, Args... args) {
   cudasim::launch(kernel, grid, block, shared_bytes, static_cast<Params>(args)...);

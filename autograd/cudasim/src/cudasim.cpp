@@ -31,6 +31,14 @@ namespace detail {
 }
 
 thread_local Launch* active = nullptr;
+thread_local constinit Running running;
+
+[[noreturn]] void outside_kernel(const char* what) { fail(fmt::format("{} called outside a kernel", what)); }
+
+void enter(Block& b, int id) {
+  b.current = id;
+  running.thread_idx = id < 0 ? nullptr : &b.threads[static_cast<std::size_t>(id)].idx;
+}
 
 }  // namespace detail
 
@@ -167,6 +175,48 @@ std::string where(const Launch& l) {
   return fmt::format("block ({}, {}, {})", l.block_idx.x, l.block_idx.y, l.block_idx.z);
 }
 
+// A thread that returned: it counts as arrived at a barrier the others wait at; a warp collective waiting
+// for it can never complete.
+void thread_exited(Launch& l, Block& b, int id) {
+  b.threads[static_cast<std::size_t>(id)].state = State::done;
+  ++b.exited;
+  const WarpOp& op = b.warps[static_cast<std::size_t>(id / 32)];
+  if (op.active && (op.mask >> (id % 32) & 1u) && !(op.arrived >> (id % 32) & 1u))
+    fail(fmt::format("warp collective: lane {} of warp {} in {} is in the mask but has exited", id % 32, id / 32,
+                     where(l)));
+  if (b.at_barrier > 0 && b.at_barrier == live(b)) release_barrier(l, b, nullptr);
+}
+
+// A fiber runs CUDA threads one after another as plain calls, starting with `first`: while the next ready
+// thread has not started, it needs no fiber of its own. Only a thread that must wait (a barrier, a warp
+// collective) keeps the fiber it runs on, and the scheduler starts a new one for the rest. So a kernel
+// without barriers costs one fiber per block, not one per thread, and the order threads run in is the same.
+ctx::fiber start_runner(Launch& l, Block& b, StackPool& pool, int first) {
+  return ctx::fiber(std::allocator_arg, PoolAllocator{&pool}, [&b, first, &l](ctx::fiber&& sink) {
+    int id = first;
+    b.threads[static_cast<std::size_t>(id)].sink = std::move(sink);
+    for (;;) {
+      Thread& self = b.threads[static_cast<std::size_t>(id)];
+      self.state = State::ready;
+      enter(b, id);
+      try {
+        (*l.body)();
+      } catch (const std::exception&) {  // not catch (...): Boost unwinds a destroyed fiber by a throw of its own
+        if (!l.error) l.error = std::current_exception();
+        return std::move(self.sink);
+      }
+      thread_exited(l, b, id);
+      if (b.ready.empty()) return std::move(self.sink);
+      const int next = b.ready.front();
+      Thread& t = b.threads[static_cast<std::size_t>(next)];
+      if (t.state != State::not_started) return std::move(self.sink);  // the scheduler resumes it
+      b.ready.pop_front();
+      t.sink = std::move(self.sink);
+      id = next;
+    }
+  });
+}
+
 void run_block(Launch& l) {
   Block& b = *l.b;
   StackPool& pool = *[] {
@@ -181,31 +231,13 @@ void run_block(Launch& l) {
     const int id = b.ready.front();
     b.ready.pop_front();
     Thread& t = b.threads[static_cast<std::size_t>(id)];
-    if (t.state == State::not_started) {  // started lazily: a fiber only when the thread first runs
-      t.fiber = ctx::fiber(std::allocator_arg, PoolAllocator{&pool}, [&b, id, &l](ctx::fiber&& sink) {
-        Thread& self = b.threads[static_cast<std::size_t>(id)];
-        self.sink = std::move(sink);
-        try {
-          (*l.body)();
-        } catch (const std::exception&) {  // not catch (...): Boost unwinds a destroyed fiber by a throw of its own
-          if (!l.error) l.error = std::current_exception();
-          return std::move(self.sink);
-        }
-        self.state = State::done;
-        ++b.exited;
-        const WarpOp& op = b.warps[static_cast<std::size_t>(id / 32)];
-        if (op.active && (op.mask >> (id % 32) & 1u) && !(op.arrived >> (id % 32) & 1u))
-          fail(fmt::format("warp collective: lane {} of warp {} in {} is in the mask but has exited", id % 32, id / 32,
-                           where(l)));
-        // Exited threads count as arrived at a barrier others wait at.
-        if (b.at_barrier > 0 && b.at_barrier == live(b)) release_barrier(l, b, nullptr);
-        return std::move(self.sink);
-      });
-    }
+    ctx::fiber f = t.state == State::not_started ? start_runner(l, b, pool, id) : std::move(t.fiber);
     t.state = State::ready;
-    b.current = id;
-    t.fiber = std::move(t.fiber).resume();
-    b.current = -1;
+    enter(b, id);
+    f = std::move(f).resume();
+    // The fiber came back with the thread it ran last: suspended (it keeps the fiber) or returned (f is empty).
+    b.threads[static_cast<std::size_t>(b.current)].fiber = std::move(f);
+    enter(b, -1);
     if (l.error) {  // as a trap on a GPU ends the grid: no thread runs further
       for (Thread& other : b.threads) other.fiber = ctx::fiber();  // unwinds the suspended ones' stacks
       b.ready.clear();
@@ -224,10 +256,6 @@ void run_block(Launch& l) {
 
 }  // namespace
 
-const uint3& thread_idx() { return me().idx; }
-const uint3& block_idx() { return launch_state("blockIdx").block_idx; }
-const dim3& block_dim() { return launch_state("blockDim").block; }
-const dim3& grid_dim() { return launch_state("gridDim").grid; }
 void* dynamic_shared() { return launch_state("dynamic shared memory").b->shared.data(); }
 void set_schedule(Schedule order, std::uint64_t seed) {
   scheduling().order = order;
@@ -271,6 +299,7 @@ void run_grid(const void* kernel, dim3 grid, dim3 block, std::size_t shared_byte
         std::fill(b.warp_syncs.begin(), b.warp_syncs.end(), 0u);
         b.shared.assign(shared_bytes, 0xFF);  // poison: a read before any write is NaN
         l.block_idx = {x, y, z};
+        running.block_idx = l.block_idx, running.block_dim = block, running.grid_dim = grid;
         l.block_linear = x + grid.x * (y + grid.y * z);
         l.b = &b;
         if (checking()) check_block_begin(l);

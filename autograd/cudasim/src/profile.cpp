@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <map>
 #include <stdexcept>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -47,16 +48,37 @@ struct Request {
 std::vector<profile::Counters> counters;      // per kernel, in order of first launch
 std::map<const void*, std::size_t> index_of;  // kernel -> counters index
 profile::Counters* current = nullptr;
+std::uint64_t stated_flops = 0;                                      // for the next launch
 std::unordered_map<Key, Request, KeyHash> requests;                  // the running block's
 std::vector<std::unordered_map<const void*, std::uint32_t>> visits;  // per thread: times it reached a pc
 
+std::string json_path;  // where the JSON goes at exit
+
+// Written whole to a temporary file, then renamed over the target: a crash leaves the old file or the new.
+void write_atomically(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp";
+  std::FILE* f = std::fopen(tmp.c_str(), "wb");
+  const bool ok = f && std::fwrite(text.data(), 1, text.size(), f) == text.size();
+  if ((f && std::fclose(f) != 0) || !ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    std::fprintf(stderr, "cuda-sim: cannot write the profile to %s\n", path.c_str());
+  }
+}
+
 void print_at_exit() {
-  if (!counters.empty()) std::fprintf(stderr, "%s", profile::table(counters).c_str());
+  if (counters.empty()) return;
+  std::fprintf(stderr, "%s", profile::table(counters).c_str());
+  write_atomically(json_path, profile::json(counters));
+  std::fprintf(stderr, "cuda-sim: profile written to %s\n", json_path.c_str());
 }
 
 const bool from_environment = [] {
   const char* env = std::getenv("STEPFORMER_CUDASIM_PROFILE");
-  if (env == nullptr || env[0] != '1') return false;
+  if (env == nullptr || *env == '\0' || std::string(env) == "0") return false;
+  const std::string value = env;
+  if (value != "1" && (value.size() < 6 || value.substr(value.size() - 5) != ".json"))
+    fail("STEPFORMER_CUDASIM_PROFILE=" + value + ": expected 1 or a FILE.json");
+  json_path = value == "1" ? "cudasim-profile.json" : value;
   if (!check::instrumented())
     fail(
         "STEPFORMER_CUDASIM_PROFILE=1, but this build's kernels are not instrumented: build with the "
@@ -79,6 +101,8 @@ void profile_launch_begin(const Launch& l) {
   }
   current = &counters[it->second];
   ++current->launches;
+  current->flops += stated_flops;
+  stated_flops = 0;
 }
 
 void profile_block_begin(const Launch& l) {
@@ -113,6 +137,8 @@ void profile_block_end() {
     std::uint64_t per_bank[32] = {};
     for (const std::uintptr_t w : r.units) ++per_bank[w % 32];
     const std::uint64_t wavefronts = *std::max_element(per_bank, per_bank + 32);
+    const std::uint64_t ideal = (r.units.size() + 31) / 32;
+    current->shared_bank_conflicts += wavefronts - ideal;
     (r.write ? current->shared_store_requests : current->shared_load_requests) += 1;
     (r.write ? current->shared_store_wavefronts : current->shared_load_wavefronts) += wavefronts;
   }
@@ -125,6 +151,15 @@ void profile_warp_collective() { ++current->warp_collectives; }
 }  // namespace detail
 
 namespace profile {
+
+double Counters::intensity() const {
+  return flops && global_bytes() ? static_cast<double>(flops) / static_cast<double>(global_bytes()) : 0.0;
+}
+double Roofline::attainable(double intensity) const { return std::min(peak_flops, intensity * bytes_per_second); }
+
+void next_launch_flops(std::uint64_t flops) {
+  if (profiling_on) stated_flops = flops;
+}
 
 void enable(bool on) {
   if (on && !check::instrumented())
@@ -140,23 +175,52 @@ std::vector<Counters> take() {
   out.swap(counters);
   index_of.clear();
   current = nullptr;
+  stated_flops = 0;
   return out;
 }
 
 std::string table(const std::vector<Counters>& all) {
-  std::string s = fmt::format("{:<34} {:>8} {:>10} {:>7} {:>10} {:>7} {:>10} {:>9} {:>10} {:>8} {:>8}\n", "kernel",
-                              "launches", "gld req", "sect/r", "gst req", "sect/r", "shared req", "conflicts",
-                              "barriers", "shuffles", "MB moved");
+  std::string s = fmt::format("{:<34} {:>8} {:>10} {:>7} {:>10} {:>7} {:>10} {:>9} {:>10} {:>8} {:>8} {:>7} {:>7}\n",
+                              "kernel", "launches", "gld req", "sect/r", "gst req", "sect/r", "shared req", "conflicts",
+                              "barriers", "shuffles", "MB moved", "FLOP/B", "TFLOP/s");
   for (const Counters& c : all) {
     const auto ratio = [](std::uint64_t a, std::uint64_t b) { return b ? static_cast<double>(a) / b : 0.0; };
-    s += fmt::format(
-        "{:<34} {:>8} {:>10} {:>7.2f} {:>10} {:>7.2f} {:>10} {:>9} {:>10} {:>8} {:>8.3f}\n", c.kernel.substr(0, 34),
-        c.launches, c.global_load_requests, ratio(c.global_load_sectors, c.global_load_requests),
-        c.global_store_requests, ratio(c.global_store_sectors, c.global_store_requests),
-        c.shared_load_requests + c.shared_store_requests, c.shared_bank_conflicts(), c.barriers, c.warp_collectives,
-        32.0 * static_cast<double>(c.global_load_sectors + c.global_store_sectors) / 1e6);
+    s += fmt::format("{:<34} {:>8} {:>10} {:>7.2f} {:>10} {:>7.2f} {:>10} {:>9} {:>10} {:>8} {:>8.3f} {:>7} {:>7}\n",
+                     c.kernel.substr(0, 34), c.launches, c.global_load_requests,
+                     ratio(c.global_load_sectors, c.global_load_requests), c.global_store_requests,
+                     ratio(c.global_store_sectors, c.global_store_requests),
+                     c.shared_load_requests + c.shared_store_requests, c.shared_bank_conflicts, c.barriers,
+                     c.warp_collectives, static_cast<double>(c.global_bytes()) / 1e6,
+                     c.flops ? fmt::format("{:.2f}", c.intensity()) : "-",
+                     c.flops ? fmt::format("{:.2f}", kRoofline.attainable(c.intensity()) / 1e12) : "-");
   }
+  s += fmt::format(
+      "TFLOP/s: what the {} roofline allows at that intensity (min of {:.1f} TFLOP/s and FLOP/B x {:.0f} GB/s): a "
+      "model\n",
+      kRoofline.gpu, kRoofline.peak_flops / 1e12, kRoofline.bytes_per_second / 1e9);
   return s;
+}
+
+std::string json(const std::vector<Counters>& all) {
+  std::string s = "[";
+  for (const Counters& c : all) {
+    std::string name;
+    for (const char ch : c.kernel) name += ch == '"' || ch == '\\' ? std::string("\\") + ch : std::string(1, ch);
+    s += fmt::format(
+        "{}\n  {{\"kernel\": \"{}\", \"launches\": {}, \"blocks\": {}, \"threads\": {}, "
+        "\"global_load_requests\": {}, \"global_load_sectors\": {}, \"global_load_bytes\": {}, "
+        "\"global_store_requests\": {}, \"global_store_sectors\": {}, \"global_store_bytes\": {}, "
+        "\"shared_load_requests\": {}, \"shared_load_wavefronts\": {}, \"shared_store_requests\": {}, "
+        "\"shared_store_wavefronts\": {}, \"shared_bank_conflicts\": {}, \"barriers\": {}, "
+        "\"warp_collectives\": {}, \"flops\": {}, \"global_bytes\": {}, \"flop_per_byte\": {}, "
+        "\"roofline_gpu\": \"{}\", \"roofline_attainable_flops\": {}}}",
+        &c == &all.front() ? "" : ",", name, c.launches, c.blocks, c.threads, c.global_load_requests,
+        c.global_load_sectors, c.global_load_bytes, c.global_store_requests, c.global_store_sectors,
+        c.global_store_bytes, c.shared_load_requests, c.shared_load_wavefronts, c.shared_store_requests,
+        c.shared_store_wavefronts, c.shared_bank_conflicts, c.barriers, c.warp_collectives, c.flops, c.global_bytes(),
+        c.intensity(), kRoofline.gpu, kRoofline.attainable(c.intensity()));
+  }
+  return s + "\n]\n";
 }
 
 }  // namespace profile

@@ -59,6 +59,8 @@ struct Launch {
 
 // The launch running on this OS thread (null outside run_grid).
 extern thread_local Launch* active;
+// Makes thread `id` of `b` the running one (-1: none): what threadIdx reads.
+void enter(Block& b, int id);
 
 [[noreturn]] void fail(const std::string& message);
 

@@ -2,8 +2,10 @@
 // cuda-sim: the CUDA execution model on a CPU, so that our .cu kernels run (and can be stepped through in
 // gdb) on a machine without a GPU. Read docs: ../../../shared/design/cuda-sim.md has the measured design.
 //
-// - One CUDA thread is one fiber (Boost.Context): its own stack, switched in ~10 ns. The blocks of a grid
-//   run one after another on the calling OS thread; within a block a scheduler resumes ready fibers.
+// - CUDA threads run on fibers (Boost.Context: own stacks, switched in ~10 ns). The blocks of a grid run one
+//   after another on the calling OS thread; within a block a fiber runs threads one after another as plain
+//   calls until one must wait (a barrier, a warp collective): that thread keeps the fiber, a new one takes
+//   the rest, and a scheduler resumes waiting threads when they are released.
 // - __syncthreads() is a counting barrier: a thread that arrives waits (yields) until every live thread of
 //   the block has arrived; threads that returned count as arrived. If every live thread waits and none can
 //   go on, cuda-sim aborts with "deadlock" and says who waits where.
@@ -38,11 +40,33 @@ struct uint3 {
   unsigned x = 0, y = 0, z = 0;
 };
 
-// The running CUDA thread's coordinates (valid inside a kernel only).
-const uint3& thread_idx();
-const uint3& block_idx();
-const dim3& block_dim();
-const dim3& grid_dim();
+// The running CUDA thread's coordinates (valid inside a kernel only). Read once per use of threadIdx &
+// co., so inline: the scheduler keeps `running` up to date at every switch.
+namespace detail {
+struct Running {
+  const uint3* thread_idx = nullptr;  // null outside a kernel
+  uint3 block_idx;
+  dim3 block_dim, grid_dim;
+};
+extern thread_local constinit Running running;
+[[noreturn]] void outside_kernel(const char* what);
+}  // namespace detail
+inline const uint3& thread_idx() {
+  if (!detail::running.thread_idx) detail::outside_kernel("threadIdx");
+  return *detail::running.thread_idx;
+}
+inline const uint3& block_idx() {
+  if (!detail::running.thread_idx) detail::outside_kernel("blockIdx");
+  return detail::running.block_idx;
+}
+inline const dim3& block_dim() {
+  if (!detail::running.thread_idx) detail::outside_kernel("blockDim");
+  return detail::running.block_dim;
+}
+inline const dim3& grid_dim() {
+  if (!detail::running.thread_idx) detail::outside_kernel("gridDim");
+  return detail::running.grid_dim;
+}
 
 // Runs `body` once per CUDA thread of the grid, with dynamic shared memory of `shared_bytes`. `kernel` (may be
 // null) names the launch in reports.
