@@ -91,6 +91,24 @@ TEST_CASE("cuda: elementwise kernels match the CPU, broadcast and strided", "[cu
   }
 }
 
+TEST_CASE("cuda: contiguous() of a transposed matrix (the tiled transpose) matches the CPU", "[cuda]") {
+  // transpose.cu takes a copy whose input has its last two dimensions swapped in memory: odd sizes (partial
+  // tiles), a batch with a broadcast dimension (stride 0), every dtype; other layouts keep the elementwise copy.
+  const Device dev = device_under_test();
+  for (const DType dt : {DType::float32, DType::float64, DType::int64, DType::boolean}) {
+    DYNAMIC_SECTION(dtype_name(dt)) {
+      const Tensor x = cpu_input({2, 37, 70}, 8, DType::float64, -3, 3).to(dt);
+      const auto transposed = [](const Tensor& v) {
+        return contiguous(transpose(expand(unsqueeze(v, 1), {2, 3, 37, 70}), 2, 3));
+      };
+      CHECK(transposed(x.to(dev)).cpu().to_vector<double>() == transposed(x).to_vector<double>());
+      const Tensor m = cpu_input({33, 1}, 9, DType::float64).to(dt);  // one column: a plain copy
+      CHECK(contiguous(transpose(m.to(dev), 0, 1)).cpu().to_vector<double>() ==
+            contiguous(transpose(m, 0, 1)).to_vector<double>());
+    }
+  }
+}
+
 TEST_CASE("cuda: reductions match the CPU over any dims, through a block reduction", "[cuda]") {
   for (const DType dt : {DType::float32, DType::float64}) {
     const double tol = tolerance(dt) * 10;  // sums of up to 700 terms

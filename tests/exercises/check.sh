@@ -1,26 +1,36 @@
 #!/usr/bin/env bash
-# The exercises' CI proof (docs/exercises.md), run by CTest:
-#  1. the reference build scores 100/100;
-#  2. a fresh workspace builds (warnings are errors) and scores 0, every exercise failing with NotImplemented;
-#  3. the same workspace with every body of each marked region in one build, chosen at run time by
+# The exercises' CI proof (docs/exercises.md), run by CTest, on a workspace with two builds as ./run grade
+# makes them (the tests with g++; cuda_tests in cuda-sim's checking build, where chapter 09 is counted):
+#  1. a fresh workspace builds (warnings are errors) and scores 0, every exercise failing with NotImplemented;
+#  2. the same workspace with every body of each marked region in one build, chosen at run time by
 #     STEPFORMER_EXERCISE_BODIES (an incremental rebuild: only the marked files): each exercise's tests pass
 #     exactly when it and the exercises it needs are restored, and every other exercise still fails; then the
 #     bug bank (tools/exercises/bank): every wrong solution scores 0 with a first failure naming its mistake,
-#     every alternative solution full points. The bank's table is written to WORK_DIR.bank.md.
+#     every alternative solution full points. The bank's table is written to WORK_DIR.bank.md;
+#  3. with every body the reference's, it scores 100/100.
 # Usage: check.sh SOURCE_DIR REFERENCE_BUILD_DIR WORK_DIR
 set -euo pipefail
 src=$1 ref=$2 work=$3
 tool=$ref/bin/exercises
-echo "== 1. the reference"
-"$tool" --root "$src" grade --build "$ref" --json "$work.reference.json" --expect pass
-echo "== 2. a fresh workspace"
+kernels=(-DCMAKE_CXX_COMPILER=clang++ -DSTEPFORMER_CUDASIM_CHECK=ON)  # chapter 09 is graded on cuda-sim's counters
+configure() {  # configure DIR [options]: the grade builds, as ./run grade makes them
+  cmake -S "$work" -B "$1" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -DSTEPFORMER_CUDA=OFF \
+        -DSTEPFORMER_BUILD_DEMOS=OFF -DSTEPFORMER_EXERCISE_WORKSPACE=ON -DSTEPFORMER_WERROR=ON "${@:2}" >/dev/null
+}
+builds=(--build "$work/build/grade" --kernel-build "$work/build/grade-kernels")
+echo "== 1. a fresh workspace"
 rm -rf "$work"
 "$tool" --root "$src" workspace "$work"
-cmake -S "$work" -B "$work/build/grade" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -DSTEPFORMER_CUDA=OFF -DSTEPFORMER_BUILD_DEMOS=OFF \
-      -DSTEPFORMER_EXERCISE_WORKSPACE=ON -DSTEPFORMER_WERROR=ON >/dev/null
-cmake --build "$work/build/grade" -j2 --target autograd_tests nn_tests transformer_tests cuda_tests exercises
-"$tool" --root "$work" grade --build "$work/build/grade" --expect stubbed
-echo "== 3. each exercise restored alone, then the bug bank"
+configure "$work/build/grade"
+configure "$work/build/grade-kernels" "${kernels[@]}"
+cmake --build "$work/build/grade" -j2 --target autograd_tests nn_tests transformer_tests exercises
+cmake --build "$work/build/grade-kernels" -j2 --target cuda_tests
+"$tool" --root "$work" grade "${builds[@]}" --expect stubbed
+echo "== 2. each exercise restored alone, then the bug bank"
 "$tool" --root "$src" workspace "$work" --bank --marked-only
-cmake --build "$work/build/grade" -j2 --target autograd_tests nn_tests transformer_tests cuda_tests
-"$tool" --root "$src" prove --build "$work/build/grade" --table "$work.bank.md"
+cmake --build "$work/build/grade" -j2 --target autograd_tests nn_tests transformer_tests
+cmake --build "$work/build/grade-kernels" -j2 --target cuda_tests
+"$tool" --root "$src" prove "${builds[@]}" --table "$work.bank.md"
+echo "== 3. the reference: every body the repository's, full points"
+STEPFORMER_EXERCISE_BODIES='*=reference' "$tool" --root "$src" grade "${builds[@]}" --json "$work.reference.json" \
+  --expect pass

@@ -35,6 +35,15 @@ using exercises::Exercise;
 namespace {
 
 constexpr const char* kPrograms[] = {"autograd_tests", "nn_tests", "transformer_tests", "cuda_tests"};
+
+// Where the test programs are: chapter 09's kernel exercises are graded on cuda-sim's counters, which only
+// the checking build has (clang, STEPFORMER_CUDASIM_CHECK=ON): its cuda_tests is taken from `kernels`.
+struct Builds {
+  fs::path tests, kernels;
+  fs::path program(const std::string& name) const {
+    return (name == "cuda_tests" && !kernels.empty() ? kernels : tests) / "bin" / name;
+  }
+};
 // Per test program and exercise; STEPFORMER_GRADE_TIMEOUT (seconds) overrides it.
 int timeout_seconds() {
   const char* env = std::getenv("STEPFORMER_GRADE_TIMEOUT");
@@ -119,7 +128,7 @@ struct Result {
 };
 
 // Every exercise of `chapter` (all when negative), or only exercise `number` when it is given.
-std::vector<Result> grade(const std::vector<Exercise>& all, const fs::path& build, int chapter,
+std::vector<Result> grade(const std::vector<Exercise>& all, const Builds& build, int chapter,
                           const std::string& number = "") {
   std::vector<Result> results;
   std::set<std::string> failed;
@@ -131,13 +140,17 @@ std::vector<Result> grade(const std::vector<Exercise>& all, const fs::path& buil
     bool ran = false;
     r.passed = true;
     for (const char* name : kPrograms) {
-      const fs::path program = build / "bin" / name;
+      const fs::path program = build.program(name);
       if (!fs::exists(program)) continue;
       const Run run = run_tagged(program, "[ex" + ex.number + "]");
       ran |= run.ran;
       if (run.ran && !run.passed && r.passed) r.passed = false, r.message = run.message;
     }
-    if (!ran) r.passed = false, r.message = "no test carries the tag [ex" + ex.number + "]";
+    if (!ran)
+      r.passed = false, r.message = "no test carries the tag [ex" + ex.number + "]" +
+                                    (build.kernels.empty() ? " (chapter 09's kernels are graded in cuda-sim's checking "
+                                                             "build: --kernel-build, as ./run grade does)"
+                                                           : "");
     if (!r.passed) failed.insert(ex.number);
     results.push_back(r);
   }
@@ -254,7 +267,7 @@ std::string lowercase(std::string s) {
 // The CI's proof. 1: with only `k` and what it needs restored, exactly those pass. 2: each bank entry, with
 // every other exercise at its reference: a wrong one scores 0 and its first failure contains its `expect`
 // words; an alternative scores full points. 3: every exercise has at least two wrong entries.
-int prove(const std::vector<Exercise>& all, const std::vector<exercises::BankEntry>& bank, const fs::path& build,
+int prove(const std::vector<Exercise>& all, const std::vector<exercises::BankEntry>& bank, const Builds& build,
           const fs::path& table_file) {
   int problems = 0;
   std::map<std::string, const Exercise*> by_number;
@@ -335,7 +348,7 @@ int prove(const std::vector<Exercise>& all, const std::vector<exercises::BankEnt
 
 int main(int argc, char** argv) {
   CLI::App app("stepformer's exercises: list, make a workspace, grade (docs/exercises.md)");
-  fs::path root = ".", build = "build/release", dest, json, table;
+  fs::path root = ".", build = "build/release", kernel_build, dest, json, table;
   std::string chapter_text;  // "09" is chapter 9, not an octal number
   int chapter = -1;
   bool bank = false, marked_only = false;
@@ -349,12 +362,15 @@ int main(int argc, char** argv) {
   ws->add_flag("--marked-only", marked_only, "rewrite only the marked files of an existing workspace");
   auto* gr = app.add_subcommand("grade", "run each exercise's tests in a build and print the points");
   gr->add_option("--build", build, "the build folder (its bin/ holds the test programs)")->capture_default_str();
+  gr->add_option("--kernel-build", kernel_build,
+                 "the cuda-sim checking build whose cuda_tests grades chapter 09 (its kernels are counted)");
   gr->add_option("--chapter", chapter_text, "grade only this chapter (e.g. 2 or 02)");
   gr->add_option("--json", json, "also write the results here (default: BUILD/grade.json)");
   gr->add_option("--expect", expect, "check: pass (every exercise passes) or stubbed (every one fails, NotImplemented)")
       ->check(CLI::IsMember({"pass", "stubbed"}));
   auto* pr = app.add_subcommand("prove", "on a --bank workspace's build: restored exercises pass, the bug bank fails");
   pr->add_option("--build", build, "the build folder")->capture_default_str();
+  pr->add_option("--kernel-build", kernel_build, "the cuda-sim checking build (as for grade)");
   pr->add_option("--table", table, "also write the bug bank's table here (markdown)");
   app.require_subcommand(1);
   CLI11_PARSE(app, argc, argv);
@@ -379,8 +395,9 @@ int main(int argc, char** argv) {
       make_workspace(fs::absolute(root), fs::absolute(dest), chapter, bank, marked_only, all);
       return 0;
     }
-    if (pr->parsed()) return prove(all, exercises::read_bank(root / "tools/exercises/bank", all), build, table);
-    const auto results = grade(all, build, chapter);
+    const Builds builds{build, kernel_build};
+    if (pr->parsed()) return prove(all, exercises::read_bank(root / "tools/exercises/bank", all), builds, table);
+    const auto results = grade(all, builds, chapter);
     print(results);
     write_atomically(json.empty() ? build / "grade.json" : json, to_json(results).dump(2) + "\n");
     if (expect == "pass") {

@@ -124,6 +124,8 @@ std::string preamble(StubKind kind) {
   p += "#include \"autograd/errors.h\"\n";
   if (kind == StubKind::bank)
     p += "#include <cstdlib>\n#include <string>\n"
+         "#ifndef STEPFORMER_EXERCISE_BODY  // once per translation unit: a rewritten header may come first\n"
+         "#define STEPFORMER_EXERCISE_BODY\n"
          "namespace {\n"
          "// True when STEPFORMER_EXERCISE_BODIES (\"2.3=no-scale,*=reference\") chooses this body for the exercise.\n"
          "[[maybe_unused]] bool exercise_body(const char* number, const char* body) {\n"
@@ -140,7 +142,8 @@ std::string preamble(StubKind kind) {
          "  if (c.empty()) c = chosen(\"*\");\n"
          "  return c == body;\n"
          "}\n"
-         "}  // namespace\n";
+         "}  // namespace\n"
+         "#endif\n";
   return p;
 }
 
@@ -177,6 +180,8 @@ std::string rewrite(const std::string& text, const fs::path& file, StubKind kind
     if (begin || continued) {
       number = m[2].str() + "." + m[3].str();
       if (begin) hints[number] = m[7].str();
+      for (const Exercise& ex : all)  // a (continued) region in another file than the first: its hint from there
+        if (ex.number == number && !hints.count(number)) hints[number] = ex.hint;
       hint = hints.count(number) ? hints[number] : "see the first region of this exercise";
       region = region_at(number, line_number);
       indent = m[1].str();

@@ -29,6 +29,9 @@ class CudaBackend final : public Backend {
   void binary(BinaryOp op, const TensorDesc& out, const TensorDesc& a, const TensorDesc& b) override;
   void where(const TensorDesc& out, const TensorDesc& cond, const TensorDesc& a, const TensorDesc& b) override;
   void accumulate(const TensorDesc& out, const TensorDesc& in, double alpha) override;
+  // transpose.cu: a copy into a contiguous `out` from an `in` whose last two dimensions are swapped in
+  // memory, through shared-memory tiles; false (nothing done) for any other layout.
+  bool transpose_copy(const TensorDesc& out, const TensorDesc& in);
 
   // reduce.cu
   void reduce(ReduceOp op, const TensorDesc& out, const TensorDesc& in) override;

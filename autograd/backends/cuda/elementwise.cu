@@ -75,6 +75,7 @@ void CudaBackend::fill(const TensorDesc& out, double value) {
 }
 
 void CudaBackend::unary(UnaryOp op, const TensorDesc& out, const TensorDesc& in, double alpha) {
+  if (op == UnaryOp::copy && transpose_copy(out, in)) return;  // both sides coalesced through shared memory
   dispatch_unary(op, out.dtype, in.dtype, alpha, kDeviceName,
                  [&](auto f, auto to, auto from) { map1<decltype(to), decltype(from)>(out, in, f); });
 }

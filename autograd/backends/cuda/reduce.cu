@@ -1,9 +1,13 @@
 // Reductions (sum, max) over any set of dimensions of a strided input.
 //
-// Mapping: one block per output element (blockIdx.x, grid-stride over outputs). The block's threads
-// split that output's reduced sub-space: thread t takes reduced positions t, t + blockDim.x, ... and
-// keeps a private partial; then block_reduce combines them — a butterfly of __shfl_xor_sync within
-// each warp, the warps' results through 32 slots of shared memory, and warp 0 once more.
+// Two mappings, chosen by the shape alone (so a tensor and its transposed copy give identical results):
+// - Few elements per output (at most kSerialCount): one thread per output element adds them one after
+//   another. When the reduced dimensions lead (a bias gradient: sum over rows), neighbouring threads read
+//   neighbouring columns, so the loads coalesce, and no barrier or shuffle is spent on a few additions.
+// - Otherwise one block per output element (blockIdx.x, grid-stride over outputs). The block's threads
+//   split that output's reduced sub-space: thread t takes reduced positions t, t + blockDim.x, ... and
+//   keeps a private partial; then block_reduce combines them — a butterfly of __shfl_xor_sync within
+//   each warp, the warps' results through 32 slots of shared memory, and warp 0 once more.
 // Float sums accumulate in double, as the CPU backend does; the order of the additions differs from
 // the CPU's, so results agree within rounding, not bit for bit.
 #include <algorithm>
@@ -38,12 +42,27 @@ __global__ void reduce_kernel(T* out, const T* in, Geometry g, Op op, Acc identi
   for (std::int64_t j = blockIdx.x; j < g.outputs; j += gridDim.x) {
     const T* base = in + unravel(j, g.kept_ndim, g.kept_shape, g.kept_in_stride);
     Acc acc = identity;
+    // EXERCISE 9.3 (continued)
     for (std::int64_t r = threadIdx.x; r < g.count; r += blockDim.x)
       acc = op(acc, static_cast<Acc>(base[unravel(r, g.reduced_ndim, g.reduced_shape, g.reduced_stride)]));
+    // END EXERCISE
     acc = block_reduce(acc, op, identity);
     if (threadIdx.x == 0) out[unravel(j, g.kept_ndim, g.kept_shape, g.kept_out_stride)] = static_cast<T>(acc);
   }
 }
+
+template <class T, class Acc, class Op>
+__global__ void reduce_serial_kernel(T* out, const T* in, Geometry g, Op op, Acc identity) {
+  for (std::int64_t j = global_thread(); j < g.outputs; j += grid_threads()) {
+    const T* base = in + unravel(j, g.kept_ndim, g.kept_shape, g.kept_in_stride);
+    Acc acc = identity;
+    for (std::int64_t r = 0; r < g.count; ++r)
+      acc = op(acc, static_cast<Acc>(base[unravel(r, g.reduced_ndim, g.reduced_shape, g.reduced_stride)]));
+    out[unravel(j, g.kept_ndim, g.kept_shape, g.kept_out_stride)] = static_cast<T>(acc);
+  }
+}
+
+constexpr std::int64_t kSerialCount = 64;
 
 }  // namespace
 
@@ -73,11 +92,18 @@ void CudaBackend::reduce(ReduceOp op, const TensorDesc& out, const TensorDesc& i
       using Acc = std::conditional_t<std::is_floating_point_v<T>, double, long long>;
       T* o = static_cast<T*>(out.data);
       const T* x = static_cast<const T*>(in.data);
-      if (op == ReduceOp::sum)
+      const auto lowest = static_cast<Acc>(std::numeric_limits<T>::lowest());
+      if (g.count <= kSerialCount) {
+        const unsigned serial_blocks = blocks_for(g.outputs, 128);
+        if (op == ReduceOp::sum)
+          launch(reduce_serial_kernel<T, Acc, Sum>, serial_blocks, 128u, 0, o, x, g, Sum{}, Acc(0));
+        else
+          launch(reduce_serial_kernel<T, Acc, Max>, serial_blocks, 128u, 0, o, x, g, Max{}, lowest);
+      } else if (op == ReduceOp::sum) {
         launch(reduce_kernel<T, Acc, Sum>, blocks, std::max(threads, 32u), 0, o, x, g, Sum{}, Acc(0));
-      else
-        launch(reduce_kernel<T, Acc, Max>, blocks, std::max(threads, 32u), 0, o, x, g, Max{},
-               static_cast<Acc>(std::numeric_limits<T>::lowest()));
+      } else {
+        launch(reduce_kernel<T, Acc, Max>, blocks, std::max(threads, 32u), 0, o, x, g, Max{}, lowest);
+      }
     }
   });
 }
