@@ -14,16 +14,22 @@ __device__ __forceinline__ T* at(const TensorDesc& d) {
   return static_cast<T*>(d.data);
 }
 
+// The memory offset (in elements) of the element whose row-major position in the first `ndim` dimensions
+// of `shape` is `i`, through `stride`: divide by each size, multiply by each stride.
+__device__ __forceinline__ std::int64_t unravel(std::int64_t i, int ndim, const std::int64_t* shape,
+                                                const std::int64_t* stride) {
+  std::int64_t off = 0;
+  for (int dim = ndim - 1; dim >= 0; --dim) {
+    off += (i % shape[dim]) * stride[dim];
+    i /= shape[dim];
+  }
+  return off;
+}
+
 // The memory offset (in elements) in `d` of the element whose row-major position in `shape` is `i`.
 // `shape` is the iteration shape (the output's); `d` has the same ndim, a stride of 0 where it broadcasts.
 __device__ __forceinline__ std::int64_t offset_of(const TensorDesc& shape, const TensorDesc& d, std::int64_t i) {
-  std::int64_t off = 0;
-  for (int dim = shape.ndim - 1; dim >= 0; --dim) {
-    const std::int64_t n = shape.shape[dim];
-    off += (i % n) * d.strides[dim];
-    i /= n;
-  }
-  return off;
+  return unravel(i, shape.ndim, shape.shape, d.strides);
 }
 
 // The flat index of this thread in a 1-D grid, and the grid's total thread count (the grid stride).

@@ -28,15 +28,6 @@ struct Geometry {
   std::int64_t outputs = 1, count = 1;  // output elements; input elements per output
 };
 
-__device__ std::int64_t unravel(std::int64_t i, int ndim, const std::int64_t* shape, const std::int64_t* stride) {
-  std::int64_t off = 0;
-  for (int d = ndim - 1; d >= 0; --d) {
-    off += (i % shape[d]) * stride[d];
-    i /= shape[d];
-  }
-  return off;
-}
-
 template <class T, class Acc, class Op>
 __global__ void reduce_kernel(T* out, const T* in, Geometry g, Op op, Acc identity) {
   for (std::int64_t j = blockIdx.x; j < g.outputs; j += gridDim.x) {

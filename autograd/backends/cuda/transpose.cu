@@ -21,22 +21,12 @@ struct Transpose {
   std::int64_t ld = 0;  // in's stride along dimension -1 (its stride along -2 is 1)
 };
 
-// The offset of batch z in `d`, the batch dimensions walked in `out`'s shape.
-__device__ std::int64_t batch_offset(const TensorDesc& out, const TensorDesc& d, std::int64_t z) {
-  std::int64_t off = 0;
-  for (int dim = out.ndim - 3; dim >= 0; --dim) {
-    off += (z % out.shape[dim]) * d.strides[dim];
-    z /= out.shape[dim];
-  }
-  return off;
-}
-
 template <class T>
 __global__ void transpose_kernel(Transpose t) {
   const std::int64_t r0 = static_cast<std::int64_t>(blockIdx.y) * kTile;
   const std::int64_t c0 = static_cast<std::int64_t>(blockIdx.x) * kTile;
   for (std::int64_t z = blockIdx.z; z < t.batches; z += gridDim.z) {
-    const T* in = at<T>(t.in) + batch_offset(t.out, t.in, z);
+    const T* in = at<T>(t.in) + unravel(z, t.out.ndim - 2, t.out.shape, t.in.strides);  // batch z of in
     T* out = at<T>(t.out) + z * t.rows * t.cols;
     // EXERCISE 9.4 (4 points): out[r][c] = in[r + c * ld] via a [32][33] tile: read along r, barrier, write along c
     __shared__ T tile[kTile][kTile + 1];
