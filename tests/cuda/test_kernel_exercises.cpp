@@ -70,6 +70,7 @@ TEST_CASE("ex9.2: the tiled GEMM (v2) is right, loads each element once per tile
   const Tensor a_odd = cpu_input({37, 29}, 1), b_odd = cpu_input({29, 45}, 2);
   Tensor odd;
   counted("gemm_v2", [&] { odd = gemm(a_odd, b_odd); });
+  INFO("the values of c = a b against the CPU's matmul (37x29 times 29x45: partial tiles on every side)");
   CHECK(close(odd, matmul(a_odd, b_odd), 1e-5, 1e-5));
 
   // 64 x 64 x 64, row-major: 16 blocks of 8 warps, 4 steps along K.
