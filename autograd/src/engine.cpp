@@ -8,7 +8,8 @@
 //    (an explicit stack, not recursion: a long chain must not overflow the C++ stack). Walking that
 //    order backwards guarantees that a Node runs only after every consumer of its output has added its
 //    share of the gradient, so a tensor used twice gets the sum of both contributions.
-// 3. Accumulators add into the leaf's grad (PyTorch semantics: repeated backward() calls accumulate).
+// 3. Accumulators add into the leaf's grad (PyTorch semantics: repeated backward() calls accumulate), then run
+//    the leaf's post-accumulate hooks: its gradient for this backward is complete.
 // 4. Unless retain_graph, every visited Node drops its backward function afterwards, freeing saved tensors.
 #include <fmt/format.h>
 
@@ -193,6 +194,9 @@ void accumulate_into_leaf(const Node& acc, const Tensor& g) {
   } else {
     add_(grad, g);
   }
+  // The order guarantees that every sender has run: this is the leaf's whole gradient for this backward.
+  const Tensor leaf(leaf_impl);
+  for (const auto& hook : leaf_impl->post_accumulate_hooks) hook(leaf);
 }
 
 }  // namespace

@@ -54,6 +54,14 @@ void Tensor::zero_grad() {
   checked(impl_);  // an undefined tensor is an Error, not a null dereference
   impl_->grad = Tensor();
 }
+void Tensor::register_post_accumulate_grad_hook(std::function<void(const Tensor&)> hook) {
+  checked(impl_);
+  TensorImpl& impl = *impl_;
+  if (!impl.requires_grad || impl.grad_fn)
+    throw AutogradError(
+        "register_post_accumulate_grad_hook: only a leaf that requires grad has an accumulated gradient");
+  impl.post_accumulate_hooks.push_back(std::move(hook));
+}
 const std::shared_ptr<Node>& Tensor::grad_fn() const { return checked(impl_).grad_fn; }
 const std::string& Tensor::name() const { return checked(impl_).name; }
 

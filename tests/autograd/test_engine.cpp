@@ -32,6 +32,29 @@ TEST_CASE("repeated backward calls accumulate into leaves, as in PyTorch", "[ch0
   CHECK(max_abs_diff(w.grad(), {3.0, 3.0}) == 0.0);
 }
 
+TEST_CASE("a post-accumulate hook runs once per backward, after the leaf's whole gradient is in", "[ch00][engine]") {
+  // w is used by three ops whose gradients reach its accumulator as one sum: the hook must see 2 + 3 + 4 = 9 and
+  // run once, after a (which needs no gradient) and the other leaf v, in the order the engine reaches them.
+  Tensor w = f64({1.0}, {1}).set_requires_grad();
+  Tensor v = f64({1.0}, {1}).set_requires_grad();
+  std::vector<std::pair<std::string, double>> seen;
+  w.register_post_accumulate_grad_hook([&](const Tensor& leaf) {
+    CHECK(leaf.is_same(w));
+    seen.emplace_back("w", leaf.grad().item());
+  });
+  v.register_post_accumulate_grad_hook([&](const Tensor& leaf) { seen.emplace_back("v", leaf.grad().item()); });
+  sum(w * 2.0 + w * 3.0 + (w * 4.0) * v).backward();
+  REQUIRE(seen.size() == 2);
+  CHECK(seen[0].second + seen[1].second == 9.0 + 4.0);
+  for (const auto& [name, g] : seen) CHECK(g == (name == "w" ? 9.0 : 4.0));
+  sum(w * 5.0).backward();  // the second backward's hook sees the accumulated grad: 9 + 5
+  REQUIRE(seen.size() == 3);
+  CHECK(seen[2] == std::pair<std::string, double>{"w", 14.0});
+  Tensor y = w * 2.0;
+  REQUIRE_THROWS_WITH_ALL(y.register_post_accumulate_grad_hook([](const Tensor&) {}), AutogradError,
+                          "register_post_accumulate_grad_hook", "leaf");
+}
+
 TEST_CASE("retain_graph allows a second backward; without it the graph is freed", "[ch00][engine]") {
   Tensor w = f64({1.0, 2.0}, {2}).set_requires_grad();
   Tensor loss = sum(w * w);

@@ -3,6 +3,7 @@
 // Copying a Tensor copies the handle, not the data, as in PyTorch. Views (transpose, narrow, expand,
 // view, ...) share storage and differ only in shape, strides and offset.
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -53,6 +54,10 @@ class Tensor {
   bool is_leaf() const;                       // made by a factory, not by a differentiable op
   Tensor grad() const;                        // undefined until a backward reaches this leaf
   void zero_grad();                           // forgets the gradient (PyTorch: set_to_none=True)
+  // `hook(leaf)` runs each time a backward has added this leaf's whole gradient for that backward into grad()
+  // (torch.Tensor.register_post_accumulate_grad_hook): data parallelism starts sending a gradient from here
+  // while backward goes on with the rest. Leaves that require grad only; hooks run in registration order.
+  void register_post_accumulate_grad_hook(std::function<void(const Tensor&)> hook);
   // Reverse-mode sweep from this tensor. `grad` may be omitted only for a one-element tensor.
   // The graph is freed afterwards unless retain_graph; gradients add into leaves' grad().
   void backward(const Tensor& grad = {}, bool retain_graph = false) const;
@@ -102,6 +107,7 @@ struct TensorImpl {
   Tensor grad;                             // leaves: accumulated by backward
   std::shared_ptr<Node> grad_fn;           // non-leaves: the op that produced this tensor
   std::shared_ptr<Node> grad_accumulator;  // leaves that require grad: made on first use
+  std::vector<std::function<void(const Tensor&)>> post_accumulate_hooks;
   std::string name;
 };
 
