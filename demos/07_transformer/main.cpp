@@ -215,23 +215,10 @@ int run_toy(Options o) {
 }
 
 // --- numerals -----------------------------------------------------------------------------------------
-struct NumeralVocab {
-  Vocabulary src, tgt;
-  NumeralVocab() {
-    for (std::int64_t n = 1; n <= NumeralTask::kMax; n += 1) {  // every character and word that can occur
-      if (n > 200 && n % 97 != 0 && n != 10003 && n != 10300) continue;
-      const Pair p = numeral_pair(n);
-      for (const auto& t : p.src) src.add(t);
-      for (const auto& t : p.tgt) tgt.add(t);
-    }
-    for (const char* w : {"thousand", "hundred", "and", "ten", "eleven", "twelve"}) tgt.add(w);
-  }
-};
-
 int run_numerals(Options o) {
   if (o.dropout < 0) o.dropout = 0.0;
   if (o.warmup <= 0) o.warmup = 200;
-  const NumeralVocab vocab;
+  const NumeralVocabularies vocab = numeral_vocabularies();
   const NumeralTask task(o.common.seed);
   const std::int64_t steps = o.steps ? o.steps : 5000;
   sf::Generator gen(o.common.seed), data_gen(o.common.seed + 1);
@@ -327,7 +314,7 @@ int run_translate(Options o) {
     throw std::invalid_argument("--task must be numerals or freedict, got " + o.task);
   Vocabulary sv, tv;
   if (numerals) {
-    const NumeralVocab v;
+    const NumeralVocabularies v = numeral_vocabularies();
     sv = v.src, tv = v.tgt;
   } else {
     const FreedictData d(o.dict);

@@ -180,6 +180,18 @@ std::string english_number(std::int64_t n) {
 
 Pair numeral_pair(std::int64_t n) { return {char_tokens(chinese_numeral(n)), word_tokens(english_number(n))}; }
 
+NumeralVocabularies numeral_vocabularies() {
+  NumeralVocabularies v;
+  for (std::int64_t n = 1; n <= NumeralTask::kMax; n += 1) {  // numbers that between them use every token
+    if (n > 200 && n % 97 != 0 && n != 10003 && n != 10300) continue;
+    const Pair p = numeral_pair(n);
+    for (const auto& t : p.src) v.src.add(t);
+    for (const auto& t : p.tgt) v.tgt.add(t);
+  }
+  for (const char* w : {"thousand", "hundred", "and", "ten", "eleven", "twelve"}) v.tgt.add(w);
+  return v;
+}
+
 NumeralTask::NumeralTask(std::uint64_t seed, double test_fraction) : seed_(seed), test_fraction_(test_fraction) {
   if (!(test_fraction > 0 && test_fraction < 1))
     throw ValueError(fmt::format("NumeralTask: test_fraction must be in (0, 1), got {}", test_fraction));

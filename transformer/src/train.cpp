@@ -29,30 +29,37 @@ double Trainer::step(const Batch& batch) {
   return loss.item();
 }
 
-void Trainer::save(const std::filesystem::path& path,
-                   const std::vector<std::pair<std::string, Generator*>>& generators) const {
-  nn::Metadata meta{{"step", std::to_string(steps_)}};
+nn::Metadata training_metadata(std::int64_t steps, const NamedGenerators& generators) {
+  nn::Metadata meta{{"step", std::to_string(steps)}};
   for (const auto& [name, gen] : generators) {
     meta["generator." + name + ".seed"] = std::to_string(gen->seed());
     meta["generator." + name + ".offset"] = std::to_string(gen->offset());
   }
-  nn::save_checkpoint(path, model_, &optimizer_, meta);
+  return meta;
 }
 
-void Trainer::load(const std::filesystem::path& path,
-                   const std::vector<std::pair<std::string, Generator*>>& generators) {
-  const nn::Metadata meta = nn::load_checkpoint(path, model_, &optimizer_);
+std::int64_t restore_training_metadata(const nn::Metadata& meta, const std::filesystem::path& path,
+                                       const NamedGenerators& generators) {
   auto number = [&](const std::string& key) -> std::uint64_t {
     auto it = meta.find(key);
     if (it == meta.end())
       throw nn::CheckpointError(fmt::format("{}: no '{}' in the checkpoint's metadata", path.string(), key));
     return std::stoull(it->second);
   };
-  steps_ = static_cast<std::int64_t>(number("step"));
+  const auto steps = static_cast<std::int64_t>(number("step"));
   for (const auto& [name, gen] : generators) {
     *gen = Generator(number("generator." + name + ".seed"));
     gen->set_offset(number("generator." + name + ".offset"));
   }
+  return steps;
+}
+
+void Trainer::save(const std::filesystem::path& path, const NamedGenerators& generators) const {
+  nn::save_checkpoint(path, model_, &optimizer_, training_metadata(steps_, generators));
+}
+
+void Trainer::load(const std::filesystem::path& path, const NamedGenerators& generators) {
+  steps_ = restore_training_metadata(nn::load_checkpoint(path, model_, &optimizer_), path, generators);
 }
 
 double evaluate_loss(Transformer& model, const std::vector<Batch>& batches) {

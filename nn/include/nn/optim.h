@@ -25,8 +25,9 @@ class Optimizer {
 
   // The state as tensors: "<kind>.<parameter path>" (e.g. "exp_avg.encoder.w_q.weight") and
   // "step.<parameter path>" (int64). It is saved in checkpoints and restores an exact continuation.
-  StateDict state_dict() const;
-  void load_state_dict(const StateDict& state);  // CheckpointError lists every missing or odd key
+  // Virtual: a sharded optimizer (chapter 10's ZeroAdam) gathers its shards into the same keys.
+  virtual StateDict state_dict() const;
+  virtual void load_state_dict(const StateDict& state);  // CheckpointError lists every missing or odd key
 
  protected:
   // The state tensor `kind` of parameter i: zeros like the parameter, made on first use.

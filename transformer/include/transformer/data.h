@@ -68,6 +68,12 @@ std::string chinese_numeral(std::int64_t n);
 std::string english_number(std::int64_t n);
 Pair numeral_pair(std::int64_t n);
 
+// Every character and word a numeral pair can contain (the source's characters, the target's words).
+struct NumeralVocabularies {
+  Vocabulary src, tgt;
+};
+NumeralVocabularies numeral_vocabularies();
+
 // Numbers split once into train and held-out test by a hash of the number and the seed (about 10% test):
 // test numbers are never seen in training.
 class NumeralTask {

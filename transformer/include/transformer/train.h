@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "nn/optim.h"
+#include "nn/safetensors.h"
 #include "nn/schedule.h"
 #include "transformer/data.h"
 #include "transformer/model.h"
@@ -21,6 +22,8 @@ struct TrainOptions {
 
 // Adam(beta1 0.9, beta2 0.98, eps 1e-9) with the warmup schedule lrate = factor * d_model^-0.5 *
 // min(step^-0.5, step * warmup^-1.5) (5.3), cross-entropy with label smoothing over non-PAD targets.
+using NamedGenerators = std::vector<std::pair<std::string, Generator*>>;
+
 class Trainer {
  public:
   Trainer(Transformer& model, const TrainOptions& o);
@@ -31,8 +34,8 @@ class Trainer {
 
   // The model, the optimizer state, the step count and the named generators' offsets (the dropout
   // masks and the data order), so that a resumed run continues bit-identically.
-  void save(const std::filesystem::path& path, const std::vector<std::pair<std::string, Generator*>>& generators) const;
-  void load(const std::filesystem::path& path, const std::vector<std::pair<std::string, Generator*>>& generators);
+  void save(const std::filesystem::path& path, const NamedGenerators& generators) const;
+  void load(const std::filesystem::path& path, const NamedGenerators& generators);
 
  private:
   Transformer& model_;
@@ -41,6 +44,13 @@ class Trainer {
   nn::NoamSchedule schedule_;
   std::int64_t steps_ = 0;
 };
+
+// What a checkpoint's metadata holds besides the tensors: the step count and each named generator's seed
+// and offset (Trainer::save; chapter 10's DistributedTrainer writes the same).
+nn::Metadata training_metadata(std::int64_t steps, const NamedGenerators& generators);
+// Restores the generators and returns the step count; CheckpointError naming `path` when a key is missing.
+std::int64_t restore_training_metadata(const nn::Metadata& meta, const std::filesystem::path& path,
+                                       const NamedGenerators& generators);
 
 // Mean loss per target token over batches, in eval mode (no dropout, no label smoothing), without a graph.
 double evaluate_loss(Transformer& model, const std::vector<Batch>& batches);
