@@ -1,0 +1,141 @@
+// Chapter 10 — chapter 07's numerals task trained by several processes at once. Read docs/10_distributed.md.
+//
+//   mpirun -np 2 build/release/bin/10_distributed                  two processes on this machine
+//   mpirun -np 2 build/release/bin/10_distributed --zero           ZeRO-1: Adam's moments split over the ranks
+//   mpirun -np 8 --hostfile hosts build/release/bin/10_distributed   eight, on the machines listed in `hosts`
+//   build/release/bin/10_distributed                               one process (the same program, size 1)
+//
+// Every rank draws the same global batch (same data seed) and keeps its own slice of it, so together the
+// ranks see what one process with the global batch would. Rank 0 prints and writes the checkpoints.
+#include <fmt/format.h>
+#include <omp.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <chrono>
+
+#include "demo.h"
+#include "distributed/train.h"
+
+namespace sf = stepformer;
+using namespace stepformer::transformer;
+using stepformer::distributed::Communicator;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+struct Options {
+  sf::demo::CommonOptions common;
+  std::int64_t steps = 600, batch = 32, warmup = 200, report_every = 50, save_every = 0;
+  std::int64_t d_model = 64, layers = 2, heads = 4, d_ff = 256;
+  double dropout = 0.0;
+  int threads = 1;  // per process: two processes of one thread each fill this 2-core machine
+  bool zero = false, no_overlap = false;
+  std::size_t bucket_kb = 1024;
+  std::filesystem::path save, load;
+};
+
+double peak_rss_mb() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_maxrss) / 1024.0;  // Linux: kilobytes
+}
+
+int run(const Options& o, Communicator& comm) {
+  const bool root = comm.rank() == 0;
+  fmt::print("rank {} of {} on {} (pid {})\n", comm.rank(), comm.size(), comm.host(), getpid());
+  std::fflush(stdout);
+  const NumeralVocabularies vocab = numeral_vocabularies();
+  const NumeralTask task(o.common.seed);
+  Config cfg;
+  cfg.src_vocab = vocab.src.size();
+  cfg.tgt_vocab = vocab.tgt.size();
+  cfg.n_layers = o.layers, cfg.d_model = o.d_model, cfg.d_ff = o.d_ff, cfg.n_heads = o.heads;
+  cfg.dropout = o.dropout, cfg.max_len = 64, cfg.pad_id = Vocabulary::kPad;
+  // The model's generator initialises the weights (rank 0's win: the trainer broadcasts them) and draws the
+  // dropout masks, which must differ between ranks; the data generator must be the same on every rank.
+  sf::Generator gen(o.common.seed + static_cast<std::uint64_t>(comm.rank()) * 1000003), data_gen(o.common.seed + 1);
+  Transformer model(cfg, gen);
+  sf::distributed::DistributedOptions d;
+  d.zero = o.zero;
+  d.data_parallel = {.bucket_bytes = o.bucket_kb * 1024, .overlap = !o.no_overlap};
+  sf::distributed::DistributedTrainer trainer(model, comm, {.warmup = o.warmup}, d);
+  const sf::transformer::NamedGenerators generators{{"data", &data_gen}};
+  if (!o.load.empty()) {
+    trainer.load(o.load, generators);
+    if (root) fmt::print("resumed from {} at step {}\n", o.load.string(), trainer.steps_done());
+  }
+  if (root)
+    fmt::print("== numerals on {} processes x {} thread(s): {} parameters, batch {} per rank ({} in all), {}{}\n",
+               comm.size(), o.threads, model.parameter_count(), o.batch, o.batch * comm.size(),
+               o.zero ? "ZeRO-1" : "data parallel",
+               o.zero         ? ""
+               : o.no_overlap ? ", no overlap"
+                              : ", overlapped");
+  const auto start = Clock::now();
+  std::int64_t tokens = 0, first_step = trainer.steps_done();
+  double loss = 0;
+  while (trainer.steps_done() < o.steps) {
+    const std::vector<Pair> global = task.train_batch(o.batch * comm.size(), data_gen);
+    const auto mine = global.begin() + comm.rank() * o.batch;
+    loss = trainer.step(make_batch({mine, mine + o.batch}, vocab.src, vocab.tgt));
+    tokens += trainer.last_global_tokens();
+    const std::int64_t s = trainer.steps_done();
+    if (!o.save.empty() && o.save_every > 0 && s % o.save_every == 0) trainer.save(o.save, generators);
+    if (root && (s % o.report_every == 0 || s == o.steps)) {
+      const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+      fmt::print("step {:5d}/{}  loss {:.3f}  {:7.0f} tok/s  {:.2f} ms/step\n", s, o.steps, loss, tokens / elapsed,
+                 1000 * elapsed / static_cast<double>(s - first_step));
+      std::fflush(stdout);
+    }
+  }
+  const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+  if (!o.save.empty()) trainer.save(o.save, generators);
+  const double waiting = trainer.data_parallel() ? trainer.data_parallel()->seconds_waiting() : 0.0;
+  const double rss = comm.all_reduce_sum(peak_rss_mb()) / comm.size();
+  if (root) {
+    fmt::print("final loss {:.4f}; {:.0f} target tokens/s over {} steps; mean peak RSS per rank {:.0f} MB\n", loss,
+               tokens / elapsed, trainer.steps_done() - first_step, rss);
+    if (trainer.data_parallel())
+      fmt::print("rank 0 waited {:.2f} s ({:.1f}% of the run) for gradients after backward\n", waiting,
+                 100 * waiting / elapsed);
+    const auto test = task.test_set(200);
+    fmt::print("numerals exact match on {} held-out numbers: {:.1f}%\n", test.size(),
+               100 * exact_match(model, test, vocab.src, vocab.tgt));
+    if (!o.save.empty()) fmt::print("checkpoint: {}\n", o.save.string());
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  CLI::App app{"10_distributed: the numerals task trained by several processes (run it under mpirun)"};
+  sf::demo::add_common_options(app, o.common);
+  app.add_option("--steps", o.steps, "training steps")->capture_default_str();
+  app.add_option("--batch", o.batch, "pairs per batch on each rank")->capture_default_str();
+  app.add_option("--warmup", o.warmup, "warmup steps of the schedule")->capture_default_str();
+  app.add_option("--d-model", o.d_model, "model size")->capture_default_str();
+  app.add_option("--layers", o.layers, "encoder and decoder layers")->capture_default_str();
+  app.add_option("--heads", o.heads, "attention heads")->capture_default_str();
+  app.add_option("--d-ff", o.d_ff, "feed-forward size")->capture_default_str();
+  app.add_option("--dropout", o.dropout, "dropout")->capture_default_str();
+  app.add_option("--threads", o.threads, "CPU threads per process")->capture_default_str();
+  app.add_flag("--zero", o.zero, "ZeRO-1: shard Adam's moments over the ranks");
+  app.add_flag("--no-overlap", o.no_overlap, "all-reduce the gradients after backward instead of during it");
+  app.add_option("--bucket-kb", o.bucket_kb, "gradient bucket size in KiB")->capture_default_str();
+  app.add_option("--report-every", o.report_every, "steps between progress lines")->capture_default_str();
+  app.add_option("--save", o.save, "write a checkpoint at the end (and every --save-every steps)");
+  app.add_option("--save-every", o.save_every, "steps between checkpoints (0: only at the end)");
+  app.add_option("--load", o.load, "resume from a checkpoint");
+  CLI11_PARSE(app, argc, argv);
+  Communicator comm;
+  try {
+    omp_set_num_threads(o.threads);
+    return run(o, comm);
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "10_distributed (rank {} of {}): {}\n", comm.rank(), comm.size(), e.what());
+    comm.abort(1);  // the other ranks may be waiting in a collective for this one
+  }
+}

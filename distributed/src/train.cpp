@@ -1,0 +1,62 @@
+#include "distributed/train.h"
+
+#include <fmt/format.h>
+
+#include "autograd/ops.h"
+#include "nn/checkpoint.h"
+
+namespace stepformer::distributed {
+
+using transformer::Vocabulary;
+
+namespace {
+// Chapter 07's Adam (transformer::Trainer): beta2 0.98, eps 1e-9 (the paper, 5.3); the schedule sets lr.
+constexpr nn::Adam::Options kAdam{.lr = 0.0, .beta1 = 0.9, .beta2 = 0.98, .eps = 1e-9};
+}  // namespace
+
+DistributedTrainer::DistributedTrainer(transformer::Transformer& model, Communicator& comm,
+                                       const transformer::TrainOptions& o, DistributedOptions d)
+    : model_(model), comm_(comm), o_(o), schedule_{model.cfg.d_model, o.warmup, o.lr_factor} {
+  if (d.zero) {
+    broadcast_parameters(model, comm);
+    optimizer_ = std::make_unique<ZeroAdam>(model.named_parameters(), comm, kAdam, o.clip_norm);
+  } else {
+    data_parallel_ = std::make_unique<DataParallel>(model, comm, d.data_parallel);
+    optimizer_ = std::make_unique<nn::Adam>(model.named_parameters(), kAdam);
+  }
+}
+
+double DistributedTrainer::step(const transformer::Batch& local) {
+  model_.train();
+  optimizer_->zero_grad();
+  global_tokens_ = comm_.all_reduce_sum(local.target_tokens);
+  if (global_tokens_ == 0)
+    throw DistributedError("DistributedTrainer::step: the batch has no target tokens on any rank");
+  const Tensor logits = model_(local.src, local.tgt_in);
+  const Tensor loss = cross_entropy(logits, local.tgt_out, Vocabulary::kPad, o_.label_smoothing, Reduction::sum) *
+                      (1.0 / static_cast<double>(global_tokens_));
+  loss.backward();
+  if (data_parallel_) {
+    data_parallel_->synchronize_gradients();  // every rank now holds the same, summed gradients
+    if (o_.clip_norm > 0) nn::clip_grad_norm_(model_.parameters(), o_.clip_norm);
+  }  // ZeroAdam sums its slice and clips by the global norm inside step()
+  optimizer_->set_lr(schedule_(++steps_));
+  optimizer_->step();
+  return comm_.all_reduce_sum(loss.item());
+}
+
+void DistributedTrainer::save(const std::filesystem::path& path, const transformer::NamedGenerators& generators) const {
+  // ZeroAdam::state_dict is collective: rank 0 calls it inside save_checkpoint, the others here, once each.
+  if (comm_.rank() == 0)
+    nn::save_checkpoint(path, model_, optimizer_.get(), transformer::training_metadata(steps_, generators));
+  else
+    (void)optimizer_->state_dict();
+  comm_.barrier();
+}
+
+void DistributedTrainer::load(const std::filesystem::path& path, const transformer::NamedGenerators& generators) {
+  steps_ =
+      transformer::restore_training_metadata(nn::load_checkpoint(path, model_, optimizer_.get()), path, generators);
+}
+
+}  // namespace stepformer::distributed
