@@ -195,8 +195,10 @@ void accumulate_into_leaf(const Node& acc, const Tensor& g) {
     add_(grad, g);
   }
   // The order guarantees that every sender has run: this is the leaf's whole gradient for this backward.
+  // A copy: a hook may remove hooks.
   const Tensor leaf(leaf_impl);
-  for (const auto& hook : leaf_impl->post_accumulate_hooks) hook(leaf);
+  const auto hooks = leaf_impl->post_accumulate_hooks;
+  for (const auto& [handle, hook] : hooks) hook(leaf);
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <atomic>
 #include <cstring>
 
 #include "autograd/engine.h"
@@ -54,13 +55,20 @@ void Tensor::zero_grad() {
   checked(impl_);  // an undefined tensor is an Error, not a null dereference
   impl_->grad = Tensor();
 }
-void Tensor::register_post_accumulate_grad_hook(std::function<void(const Tensor&)> hook) {
+std::uint64_t Tensor::register_post_accumulate_grad_hook(std::function<void(const Tensor&)> hook) {
   checked(impl_);
   TensorImpl& impl = *impl_;
   if (!impl.requires_grad || impl.grad_fn)
     throw AutogradError(
         "register_post_accumulate_grad_hook: only a leaf that requires grad has an accumulated gradient");
-  impl.post_accumulate_hooks.push_back(std::move(hook));
+  static std::atomic<std::uint64_t> next_handle{1};
+  const std::uint64_t handle = next_handle++;
+  impl.post_accumulate_hooks.emplace_back(handle, std::move(hook));
+  return handle;
+}
+void Tensor::remove_post_accumulate_grad_hook(std::uint64_t handle) {
+  checked(impl_);
+  std::erase_if(impl_->post_accumulate_hooks, [handle](const auto& h) { return h.first == handle; });
 }
 const std::shared_ptr<Node>& Tensor::grad_fn() const { return checked(impl_).grad_fn; }
 const std::string& Tensor::name() const { return checked(impl_).name; }

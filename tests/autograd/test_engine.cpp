@@ -38,7 +38,7 @@ TEST_CASE("a post-accumulate hook runs once per backward, after the leaf's whole
   Tensor w = f64({1.0}, {1}).set_requires_grad();
   Tensor v = f64({1.0}, {1}).set_requires_grad();
   std::vector<std::pair<std::string, double>> seen;
-  w.register_post_accumulate_grad_hook([&](const Tensor& leaf) {
+  const std::uint64_t handle = w.register_post_accumulate_grad_hook([&](const Tensor& leaf) {
     CHECK(leaf.is_same(w));
     seen.emplace_back("w", leaf.grad().item());
   });
@@ -50,6 +50,9 @@ TEST_CASE("a post-accumulate hook runs once per backward, after the leaf's whole
   sum(w * 5.0).backward();  // the second backward's hook sees the accumulated grad: 9 + 5
   REQUIRE(seen.size() == 3);
   CHECK(seen[2] == std::pair<std::string, double>{"w", 14.0});
+  w.remove_post_accumulate_grad_hook(handle);  // removed: a third backward calls nothing
+  sum(w * 5.0).backward();
+  CHECK(seen.size() == 3);
   Tensor y = w * 2.0;
   REQUIRE_THROWS_WITH_ALL(y.register_post_accumulate_grad_hook([](const Tensor&) {}), AutogradError,
                           "register_post_accumulate_grad_hook", "leaf");

@@ -57,7 +57,9 @@ class Tensor {
   // `hook(leaf)` runs each time a backward has added this leaf's whole gradient for that backward into grad()
   // (torch.Tensor.register_post_accumulate_grad_hook): data parallelism starts sending a gradient from here
   // while backward goes on with the rest. Leaves that require grad only; hooks run in registration order.
-  void register_post_accumulate_grad_hook(std::function<void(const Tensor&)> hook);
+  // Returns a handle for remove_post_accumulate_grad_hook (an object whose hook captures it removes it first).
+  std::uint64_t register_post_accumulate_grad_hook(std::function<void(const Tensor&)> hook);
+  void remove_post_accumulate_grad_hook(std::uint64_t handle);  // unknown handles are ignored
   // Reverse-mode sweep from this tensor. `grad` may be omitted only for a one-element tensor.
   // The graph is freed afterwards unless retain_graph; gradients add into leaves' grad().
   void backward(const Tensor& grad = {}, bool retain_graph = false) const;
@@ -107,7 +109,7 @@ struct TensorImpl {
   Tensor grad;                             // leaves: accumulated by backward
   std::shared_ptr<Node> grad_fn;           // non-leaves: the op that produced this tensor
   std::shared_ptr<Node> grad_accumulator;  // leaves that require grad: made on first use
-  std::vector<std::function<void(const Tensor&)>> post_accumulate_hooks;
+  std::vector<std::pair<std::uint64_t, std::function<void(const Tensor&)>>> post_accumulate_hooks;
   std::string name;
 };
 

@@ -31,6 +31,7 @@ class DataParallel {
  public:
   // broadcast_parameters, then hooks every parameter. Parameters must be contiguous CPU tensors.
   DataParallel(nn::Module& model, Communicator& comm, DataParallelOptions o = {});
+  ~DataParallel();  // removes its hooks: the model may outlive it, or get another DataParallel
   DataParallel(const DataParallel&) = delete;
   DataParallel& operator=(const DataParallel&) = delete;
 
@@ -52,13 +53,13 @@ class DataParallel {
 
  private:
   void on_gradient(std::size_t param);
-  void start_ready_buckets();
   void pack(std::size_t param);
 
   Communicator& comm_;
   DataParallelOptions o_;
   nn::NamedTensors params_;
   std::vector<Bucket> buckets_;
+  std::vector<std::uint64_t> hooks_;      // per parameter
   std::vector<std::size_t> bucket_of_;    // per parameter
   std::vector<std::size_t> slot_of_;      // per parameter: its place in its bucket
   std::vector<bool> packed_;              // per parameter, this step
