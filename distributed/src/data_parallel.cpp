@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 
 #include "autograd/grad_mode.h"
@@ -76,7 +77,12 @@ DataParallel::DataParallel(nn::Module& model, Communicator& comm, DataParallelOp
   }
   ready_count_.assign(buckets_.size(), 0);
   for (std::size_t k = 0; k < n; ++k)
-    params_[k].second.register_post_accumulate_grad_hook([this, k](const Tensor&) { on_gradient(k); });
+    hooks_.push_back(
+        params_[k].second.register_post_accumulate_grad_hook([this, k](const Tensor&) { on_gradient(k); }));
+}
+
+DataParallel::~DataParallel() {
+  for (std::size_t k = 0; k < hooks_.size(); ++k) params_[k].second.remove_post_accumulate_grad_hook(hooks_[k]);
 }
 
 void DataParallel::pack(std::size_t k) {
@@ -96,17 +102,15 @@ void DataParallel::on_gradient(std::size_t k) {
         "DataParallel: parameter '{}' got a second gradient before synchronize_gradients(); run one backward per "
         "step and synchronize after it",
         params_[k].first));
+  // EXERCISE 10.1 (5 points, needs 0.1 0.2): pack(k); with overlap, start full buckets from next_to_start_, in order
   pack(k);
   if (!o_.overlap) return;
-  start_ready_buckets();
-  comm_.poll();
-}
-
-void DataParallel::start_ready_buckets() {
   while (next_to_start_ < buckets_.size() && ready_count_[next_to_start_] == buckets_[next_to_start_].params.size()) {
     comm_.start_all_reduce_sum(buckets_[next_to_start_].flat);
     current_started_.push_back(next_to_start_++);
   }
+  comm_.poll();  // MPI moves the started buckets' data only inside MPI calls
+  // END EXERCISE
 }
 
 void DataParallel::synchronize_gradients() {

@@ -13,6 +13,7 @@
 
 #include "../helpers.h"
 #include "distributed/train.h"
+#include "nn/layers.h"
 
 using namespace stepformer;
 using namespace stepformer::transformer;
@@ -78,6 +79,26 @@ double checksum(const Transformer& m) {
   return s;
 }
 
+// Two layers used in the opposite order to their registration: x -> second -> first. Backward reaches `first`
+// first, so the buckets (reverse registration order: second's parameters in the first buckets) become full
+// from the last to the first: only a hook that starts buckets strictly in index order starts them 0, 1, 2, 3.
+struct Reversed : nn::Module {
+  std::shared_ptr<nn::Linear> first, second;
+  explicit Reversed(Generator& gen) {
+    first = register_module("first", std::make_shared<nn::Linear>(6, 3, true, gen));
+    second = register_module("second", std::make_shared<nn::Linear>(5, 6, true, gen));
+  }
+  Tensor operator()(const Tensor& x) { return (*first)((*second)(x)); }
+};
+
+// A loss that differs between the ranks: each rank's own inputs.
+Tensor reversed_loss(Reversed& m, const Communicator& comm) {
+  Generator gen(40 + static_cast<std::uint64_t>(comm.rank()));
+  const Tensor x = rand({4, 5}, gen);
+  const Tensor y = m(x);
+  return sum(y * y);
+}
+
 }  // namespace
 
 TEST_CASE("the job has two ranks (CTest runs this under mpirun -np 2)", "[ch10]") { REQUIRE(g_comm->size() == 2); }
@@ -96,19 +117,20 @@ TEST_CASE("every rank starts from rank 0's weights, whatever it initialised", "[
   CHECK(after == rank0.item());
 }
 
-TEST_CASE("2 ranks x 8 pairs train as 1 process x 16 pairs, with ragged padding (10 steps)", "[ch10]") {
+TEST_CASE("2 ranks x 8 pairs train as 1 process x 16 pairs, with ragged padding (10 steps)", "[ch10][ex10.2]") {
   // Not bitwise: one process sums each weight's gradient over 16 rows in one GEMM; here each rank sums 8 and
   // the all-reduce adds the two sums, another order of float32 additions. Measured: gradients within ~1e-8,
   // losses within ~1e-7 relative, weights within ~1e-6 after 10 steps; averaging each rank's own mean loss
   // instead (a wrong average) is off by ~1e-3 in the first gradients.
   Communicator& comm = *g_comm;
   const auto vocab = numeral_vocabularies();
-  const bool zero = GENERATE(false, true);
-  INFO((zero ? "ZeRO-1" : "data parallel"));
+  INFO(
+      "the loss, gradients and weights of 2 ranks x 8 pairs must equal one process's on all 16 pairs: each rank's "
+      "summed loss divided by the whole batch's target tokens");
   Generator ref_gen(1), dp_gen(1 + 7 * static_cast<std::uint64_t>(comm.rank()));
   Transformer ref(tiny_config(vocab), ref_gen), model(tiny_config(vocab), dp_gen);
   Trainer single(ref, {.warmup = 4});
-  DistributedTrainer trainer(model, comm, {.warmup = 4}, {.zero = zero});
+  DistributedTrainer trainer(model, comm, {.warmup = 4});
   for (std::int64_t k = 0; k < 10; ++k) {
     const auto global = global_batch(k);
     const Batch local = make_batch(my_half(global, comm), vocab.src, vocab.tgt);
@@ -119,12 +141,12 @@ TEST_CASE("2 ranks x 8 pairs train as 1 process x 16 pairs, with ragged padding 
     const double expected = single.step(make_batch(global, vocab.src, vocab.tgt));
     const double got = trainer.step(local);
     CHECK_THAT(got, Catch::Matchers::WithinRel(expected, 1e-5));
-    if (k == 0 && !zero) CHECK(max_grad_diff(model, ref) <= 1e-6);  // ZeRO keeps only its slice of the sum
+    if (k == 0) CHECK(max_grad_diff(model, ref) <= 1e-6);
   }
   CHECK(max_weight_diff(model, ref) <= 2e-5);
 }
 
-TEST_CASE("ZeRO-1 keeps half of Adam's moments per rank and steps as plain data parallelism", "[ch10]") {
+TEST_CASE("ZeRO-1 keeps half of Adam's moments per rank and trains as plain data parallelism", "[ch10]") {
   Communicator& comm = *g_comm;
   const auto vocab = numeral_vocabularies();
   Generator g1(1), g2(1);
@@ -141,27 +163,96 @@ TEST_CASE("ZeRO-1 keeps half of Adam's moments per rank and steps as plain data 
   CHECK(max_weight_diff(plain, sharded) <= 1e-6);
 }
 
-TEST_CASE("gradient buckets are sent during backward, in the same order on every rank", "[ch10]") {
+TEST_CASE("DataParallel: every gradient becomes the sum of the ranks' gradients", "[ch10][ex10.1]") {
+  Communicator& comm = *g_comm;
+  INFO(
+      "after backward and synchronize_gradients(), each parameter's grad() must be the sum over the ranks of the "
+      "gradients each rank computed alone");
+  Generator g1(3), g2(3);
+  Reversed alone(g1), parallel(g2);
+  reversed_loss(alone, comm).backward();  // this rank's own gradients, then their sum, the slow way
+  std::vector<Tensor> expected;
+  for (const Tensor& p : alone.parameters()) {
+    Tensor g = p.grad().to(DType::float32);
+    comm.all_reduce_sum(g);
+    expected.push_back(g);
+  }
+  { distributed::DataParallel earlier(parallel, comm); }  // removes its hooks when it goes (autograd tests removal)
+  distributed::DataParallel dp(parallel, comm, {.bucket_bytes = 1});  // one bucket per parameter
+  for (int step = 0; step < 2; ++step) {                              // twice: the buckets are reused
+    for (Tensor p : parallel.parameters()) p.zero_grad();
+    reversed_loss(parallel, comm).backward();
+    dp.synchronize_gradients();
+    const auto params = parallel.parameters();
+    for (std::size_t i = 0; i < params.size(); ++i) CHECK(test::max_abs_diff(params[i].grad(), expected[i]) <= 1e-6);
+  }
+}
+
+TEST_CASE("DataParallel: buckets are sent during backward, strictly in index order", "[ch10][ex10.1]") {
+  Communicator& comm = *g_comm;
+  const bool overlap = GENERATE(true, false);
+  INFO((overlap ? "with overlap, the hooks must start every bucket during backward, in index order (bucket 0 first, "
+                  "however early a later one is full)"
+                : "without overlap, no bucket may start during backward"));
+  Generator gen(3);
+  Reversed model(gen);
+  distributed::DataParallel dp(model, comm, {.bucket_bytes = 1, .overlap = overlap});
+  REQUIRE(dp.buckets().size() == 4);
+  CHECK(dp.buckets()[0].params.front() == dp.parameters().size() - 1);  // reverse registration order
+  reversed_loss(model, comm).backward();
+  dp.synchronize_gradients();
+  const std::vector<std::size_t> in_order{0, 1, 2, 3};
+  CHECK(dp.started_in_backward() == (overlap ? in_order : std::vector<std::size_t>{}));
+}
+
+TEST_CASE("the Transformer's gradient buckets all leave during backward, the same on every rank", "[ch10]") {
   Communicator& comm = *g_comm;
   const auto vocab = numeral_vocabularies();
-  const bool overlap = GENERATE(true, false);
   Generator gen(1);
   Transformer model(tiny_config(vocab), gen);
-  DistributedTrainer trainer(model, comm, {}, {.data_parallel = {.bucket_bytes = 16 * 1024, .overlap = overlap}});
+  DistributedTrainer trainer(model, comm, {}, {.data_parallel = {.bucket_bytes = 16 * 1024}});
   trainer.step(make_batch(my_half(global_batch(0), comm), vocab.src, vocab.tgt));
   const auto& dp = *trainer.data_parallel();
   REQUIRE(dp.buckets().size() >= 4);
   const auto& started = dp.started_in_backward();
-  if (!overlap) {
-    CHECK(started.empty());
-    return;
-  }
-  CHECK(started.size() == dp.buckets().size());  // every bucket left during backward
-  for (std::size_t i = 0; i < started.size(); ++i) CHECK(started[i] == i);
-  // The first bucket holds the last parameters registered: backward reaches them first.
-  CHECK(dp.buckets()[0].params.front() == dp.parameters().size() - 1);
+  CHECK(started.size() == dp.buckets().size());
   const auto sizes = comm.all_gather(static_cast<std::int64_t>(started.size()));
   CHECK(sizes[0] == sizes[1]);
+}
+
+TEST_CASE("ZeroAdam clips by the global norm of the summed gradient", "[ch10][ex10.3]") {
+  // The reference: every rank sums the gradients itself, clips with nn::clip_grad_norm_ and steps nn::Adam.
+  Communicator& comm = *g_comm;
+  Generator g1(3), g2(3);
+  Reversed plain(g1), sharded(g2);
+  const nn::Adam::Options adam{.lr = 0.01};
+  nn::Adam reference(plain.named_parameters(), adam);
+  distributed::ZeroAdam zero(sharded.named_parameters(), comm, adam, /*clip_norm=*/0.05);
+  for (int step = 0; step < 3; ++step) {
+    reference.zero_grad();
+    zero.zero_grad();
+    reversed_loss(plain, comm).backward();
+    reversed_loss(sharded, comm).backward();
+    for (Tensor p : plain.parameters()) {
+      Tensor g = p.grad();
+      comm.all_reduce_sum(g);
+    }
+    const double norm = nn::clip_grad_norm_(plain.parameters(), 0.05);
+    reference.step();
+    zero.step();
+    {
+      INFO(
+          "ZeroAdam's norm must be the 2-norm of the whole gradient summed over the ranks (each rank's slice's "
+          "squares, all-reduced, then the square root)");
+      CHECK_THAT(zero.last_gradient_norm(), Catch::Matchers::WithinRel(norm, 1e-6));
+    }
+    REQUIRE(norm > 0.5);  // the clip does act
+    INFO(
+        "ZeroAdam's weights must equal Adam's on the summed gradient with the clip applied: the slice scaled by "
+        "0.05 / (norm + 1e-6)");
+    const auto a = plain.parameters(), b = sharded.parameters();
+    for (std::size_t i = 0; i < a.size(); ++i) CHECK(test::max_abs_diff(a[i], b[i]) <= 1e-6);
+  }
 }
 
 TEST_CASE("a checkpoint of a 2-rank run resumes bit-identically (plain and ZeRO-1)", "[ch10]") {
@@ -210,7 +301,11 @@ int main(int argc, char** argv) {
   Communicator comm;  // MPI for the whole run: it can be initialised once per process
   g_comm = &comm;
   omp_set_num_threads(1);  // two processes on two cores
-  const int failed = Catch::Session().run(argc, argv);
+  // One report: rank 0's (the grader reads it); the other ranks' failures still count in the exit code.
+  std::vector<char*> args(argv, argv + argc);
+  char out_flag[] = "--out", dev_null[] = "/dev/null";
+  if (comm.rank() != 0) args.insert(args.end(), {out_flag, dev_null});
+  const int failed = Catch::Session().run(static_cast<int>(args.size()), args.data());
   const auto all = comm.all_reduce_sum(static_cast<std::int64_t>(failed != 0));
   return all == 0 ? 0 : 1;
 }

@@ -34,7 +34,8 @@ using exercises::Exercise;
 
 namespace {
 
-constexpr const char* kPrograms[] = {"autograd_tests", "nn_tests", "transformer_tests", "cuda_tests"};
+constexpr const char* kPrograms[] = {"autograd_tests", "nn_tests", "transformer_tests", "cuda_tests",
+                                     "distributed_tests"};
 
 // Where the test programs are: chapter 09's kernel exercises are graded on cuda-sim's counters, which only
 // the checking build has (clang, STEPFORMER_CUDASIM_CHECK=ON): its cuda_tests is taken from `kernels`.
@@ -95,9 +96,16 @@ std::string first_failure(const std::string& output) {
 }
 
 // Runs one program's tests with the tag; the program may crash or hang without taking the grader along.
+// Chapter 10's tests need two processes: mpirun starts them (as root too: CI runs as root, and OpenMPI refuses
+// root unless told; a learner's own account needs neither variable).
 Run run_tagged(const fs::path& program, const std::string& tag) {
-  const std::string cmd = fmt::format("timeout {} {} {} --allow-running-no-tests --reporter compact 2>&1",
-                                      timeout_seconds(), shell_quote(program.string()), shell_quote(tag));
+  const bool mpi = program.filename() == "distributed_tests";
+  const std::string launcher =
+      mpi ? "env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun -np 2 --oversubscribe " : "";
+  // mpirun gives its processes a pseudo-terminal: without --colour-mode none the report would carry colour codes.
+  const std::string cmd =
+      fmt::format("timeout {} {}{} {} --allow-running-no-tests --reporter compact{} 2>&1", timeout_seconds(), launcher,
+                  shell_quote(program.string()), shell_quote(tag), mpi ? " --colour-mode none" : "");
   FILE* pipe = popen(cmd.c_str(), "r");
   if (!pipe) throw std::runtime_error("cannot run " + program.string());
   std::string output;

@@ -63,7 +63,7 @@ std::string read_text(const fs::path& p) {
 std::vector<Exercise> find_exercises(const fs::path& root) {
   std::map<std::string, Exercise> found;
   std::vector<fs::path> files;
-  for (const char* dir : {"autograd", "nn", "transformer"})
+  for (const char* dir : {"autograd", "nn", "transformer", "distributed"})
     if (fs::exists(root / dir))
       for (const auto& entry : fs::recursive_directory_iterator(root / dir))
         if (entry.is_regular_file() && is_source(entry.path())) files.push_back(entry.path());

@@ -44,6 +44,10 @@ class DistributedTrainer {
   void load(const std::filesystem::path& path, const transformer::NamedGenerators& generators);
 
  private:
+  // This rank's share of the loss of the whole batch (the label-smoothed cross-entropy over its target tokens,
+  // divided by all ranks' target tokens); sets global_tokens_.
+  Tensor local_loss(const Tensor& logits, const transformer::Batch& local);
+
   transformer::Transformer& model_;
   Communicator& comm_;
   transformer::TrainOptions o_;
