@@ -14,6 +14,7 @@
 
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
+#include "model_setup.h"
 #include "timing.h"
 #include "transformer/decoding.h"
 #include "transformer/train.h"
@@ -21,26 +22,8 @@
 using namespace stepformer;
 using namespace stepformer::transformer;
 
-namespace {
-
-// VmHWM: the peak resident memory of this process, in MB.
-double peak_rss_mb() {
-  std::ifstream status("/proc/self/status");
-  for (std::string line; std::getline(status, line);)
-    if (line.rfind("VmHWM:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;
-  return 0;
-}
-
-Tensor random_ids(std::int64_t batch, std::int64_t len, std::int64_t vocab, Generator& gen) {
-  // Ids 4.. (no PAD/BOS/EOS/UNK), so every position is a real token, as in the PyTorch script.
-  const Tensor u = rand({batch, len}, gen, {DType::float64});
-  std::vector<std::int64_t> ids;
-  for (double x : u.to_vector<double>())
-    ids.push_back(4 + static_cast<std::int64_t>(x * static_cast<double>(vocab - 4)));
-  return from_vector(ids, {batch, len}, {DType::int64});
-}
-
-}  // namespace
+using bench::model_setup;
+using bench::peak_rss_mb;
 
 int main(int argc, char** argv) {
   std::string which = "small";
@@ -59,22 +42,15 @@ int main(int argc, char** argv) {
   }
   if (threads > 0) omp_set_num_threads(threads);
   const bool base = which == "base";
-  Config cfg;
-  cfg.src_vocab = cfg.tgt_vocab = 8000;
-  cfg.n_layers = base ? 6 : 2;
-  cfg.d_model = base ? 512 : 128;
-  cfg.d_ff = base ? 2048 : 512;
-  cfg.n_heads = base ? 8 : 4;
-  cfg.dropout = 0.1;
-  cfg.max_len = 256;
-  const std::int64_t batch = base ? 32 : 64, len = base ? 32 : 16;
+  const bench::ModelSetup setup = model_setup(which);
+  const Config& cfg = setup.cfg;
+  const std::int64_t batch = setup.batch, len = setup.len;
   if (steps <= 0) steps = base ? 5 : 30;
 
   Generator gen(1), data(2);
   Transformer model(cfg, gen);
   Trainer trainer(model, {.warmup = 4000});
-  Batch b{random_ids(batch, len, cfg.src_vocab, data), random_ids(batch, len, cfg.tgt_vocab, data),
-          random_ids(batch, len, cfg.tgt_vocab, data), batch * len};
+  const Batch b = bench::random_batch(setup, batch, data);
   double best = 1e30, total = 0;
   trainer.step(b);  // warm-up: first-touch of every buffer
   for (int s = 0; s < steps; ++s) {
