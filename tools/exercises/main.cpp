@@ -150,6 +150,9 @@ std::vector<Result> grade(const std::vector<Exercise>& all, const Builds& build,
     for (const char* name : kPrograms) {
       const fs::path program = build.program(name);
       if (!fs::exists(program)) continue;
+      // Only chapter 10 has tests there, and starting two processes for every other tag costs seconds each
+      // (the CI proof grades hundreds of times).
+      if ((name == std::string("distributed_tests")) != (ex.chapter == 10)) continue;
       const Run run = run_tagged(program, "[ex" + ex.number + "]");
       ran |= run.ran;
       if (run.ran && !run.passed && r.passed) r.passed = false, r.message = run.message;
