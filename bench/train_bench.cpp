@@ -1,7 +1,8 @@
 // Training-step and decoding benchmark of the whole Transformer: the small config (d_model 128, 2+2
 // layers, batch 64 x 16 tokens) and the paper's base config (d_model 512, 6+6 layers, batch 32 x 32),
 // 8000-word vocabularies, the chapter 07 recipe (Adam, label smoothing 0.1, clipping). Prints ms per
-// step, greedy decoding ms per batch and the process's peak memory. tools/compare/torch_train_step.py runs the
+// step, tokens/s and model FLOPs utilisation (transformer/flops.h over autograd/peak.h's measured peak),
+// greedy decoding ms per batch and the process's peak memory. tools/compare/torch_train_step.py runs the
 // same shapes in PyTorch, so that the two can be run back to back.
 //
 //   build/bench/bin/train_bench [small|base] [--threads N] [--steps N]
@@ -14,9 +15,11 @@
 
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
+#include "autograd/peak.h"
 #include "model_setup.h"
 #include "timing.h"
 #include "transformer/decoding.h"
+#include "transformer/flops.h"
 #include "transformer/train.h"
 
 using namespace stepformer;
@@ -65,10 +68,13 @@ int main(int argc, char** argv) {
         greedy_decode(model, b.src, {.max_len = len});
       },
       3, 0.5);
+  const double flops = training_step_flops(cfg, batch, len, len), peak = cpu_peak_flops(omp_get_max_threads());
   fmt::print(
       "{} config: {} parameters, batch {} x {} tokens, {} threads: train step {:.1f} ms (best) {:.1f} ms (mean of "
-      "{}), greedy decode {} tokens {:.1f} ms, peak RSS {:.0f} MB\n",
-      which, model.parameter_count(), batch, len, omp_get_max_threads(), best * 1e3, total / steps * 1e3, steps, len,
-      decode * 1e3, peak_rss_mb());
+      "{}), {:.0f} target tokens/s, {:.1f} model GFLOP/step, MFU {:.1f}% of {:.0f} GFLOP/s; greedy decode {} tokens "
+      "{:.1f} ms, peak RSS {:.0f} MB\n",
+      which, model.parameter_count(), batch, len, omp_get_max_threads(), best * 1e3, total / steps * 1e3, steps,
+      static_cast<double>(batch * len) / best, flops / 1e9, 100 * flops / best / peak, peak / 1e9, len, decode * 1e3,
+      peak_rss_mb());
   return 0;
 }

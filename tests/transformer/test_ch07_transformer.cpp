@@ -5,6 +5,7 @@
 
 #include "reference.h"
 #include "transformer/decoding.h"
+#include "transformer/flops.h"
 #include "transformer/train.h"
 
 using namespace stepformer;
@@ -43,6 +44,35 @@ TEST_CASE("every tensor the Transformer makes to require grad is one of its para
           (void)greedy_decode(*model, ids({1, 2, 3, 0}, 1), o);
           return model;
         }) == std::vector<std::string>{});  // lists the shapes of any unregistered leaf
+}
+
+TEST_CASE("model FLOPs: the formula equals the products of the model's own weights and attention maps", "[ch07]") {
+  // Counted a second way, from the parameters a model built from the config really has: each Linear weight
+  // [out, in] costs 2 in out per token of the side it reads (sources for the encoder and the cross-attention's
+  // K, V; targets for the rest), and each attention 4 Tq Tk D per sequence (Q K^T, then P V). S != T, so a
+  // length swapped anywhere shows.
+  Config cfg = small_config();
+  cfg.n_layers = 3;
+  const std::int64_t batch = 3, s = 7, t = 5;
+  Generator gen(1);
+  Transformer model(cfg, gen);
+  double expected = 0;
+  for (const auto& [name, p] : model.named_parameters()) {
+    if (p.dim() != 2 || name.find("embed") != std::string::npos) continue;
+    const bool reads_sources = name.rfind("encoder.", 0) == 0 || name.find("cross_attn.w_k") != std::string::npos ||
+                               name.find("cross_attn.w_v") != std::string::npos;
+    expected += 2.0 * static_cast<double>(p.size(0) * p.size(1) * batch * (reads_sources ? s : t));
+    if (name.find("w_q.weight") == std::string::npos) continue;
+    const std::int64_t keys = name.rfind("encoder.", 0) == 0 || name.find("cross_attn") != std::string::npos ? s : t;
+    const std::int64_t queries = name.rfind("encoder.", 0) == 0 ? s : t;
+    expected += 4.0 * static_cast<double>(batch * queries * keys * cfg.d_model);
+  }
+  INFO("forward FLOPs counted from the model's parameters: " << expected);
+  CHECK(forward_flops(cfg, batch, s, t) == Catch::Approx(expected).epsilon(1e-12));
+  CHECK(training_step_flops(cfg, batch, s, t) == Catch::Approx(3 * expected).epsilon(1e-12));
+  // The paper's base model on a batch of 32 x 32 tokens: ~300 GFLOP per training step (docs/performance.md).
+  CHECK(training_step_flops(Config{.src_vocab = 8000, .tgt_vocab = 8000}, 32, 32, 32) ==
+        Catch::Approx(299.4e9).epsilon(1e-3));
 }
 
 TEST_CASE("beam search of width 1 equals greedy decoding", "[ch07]") {

@@ -11,6 +11,7 @@
 #include "autograd/graphviz.h"
 #include "autograd/op_table.h"
 #include "autograd/ops.h"
+#include "autograd/peak.h"
 #include "autograd/random.h"
 #include "autograd/scope.h"
 #include "autograd/shape.h"
