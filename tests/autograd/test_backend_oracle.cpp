@@ -263,23 +263,26 @@ std::vector<Case> cases() {
         const std::string sm = " smoothing " + std::to_string(s).substr(0, 3);
         std::vector<std::int64_t> t;
         for (std::int64_t i = 0; i < 6; ++i) t.push_back(i == 2 ? -100 : (i * 7 + 1) % n);
-        add("cross_entropy_forward", "6 rows of n classes, one ignored," + sm + size, dt, [=](Device dev, Backend& b) {
-          Tensor loss = sentinel(dev, {6}, dt);
-          const std::int64_t bad = b.cross_entropy_forward(loss.desc(), input(dev, {6, n}, 91, dt, -5, 5).desc(),
-                                                           ids(dev, t).desc(), -100, s);
-          Tensor loss2 = sentinel(dev, {2}, dt);
-          const std::int64_t bad2 = b.cross_entropy_forward(loss2.desc(), input(dev, {2, n}, 92, dt).desc(),
-                                                            ids(dev, {0, n}).desc(), -100, s);
-          return std::vector<Tensor>{
-              loss, from_vector(std::vector<double>{double(bad), double(bad2)}, {2}, {DType::float64})};
-        });
+        add("cross_entropy_forward", "6 rows of n classes, one ignored (its lse written too)," + sm + size, dt,
+            [=](Device dev, Backend& b) {
+              Tensor loss = sentinel(dev, {6}, dt), lse = sentinel(dev, {6}, dt);
+              const std::int64_t bad = b.cross_entropy_forward(
+                  loss.desc(), lse.desc(), input(dev, {6, n}, 91, dt, -5, 5).desc(), ids(dev, t).desc(), -100, s);
+              Tensor loss2 = sentinel(dev, {2}, dt), lse2 = sentinel(dev, {2}, dt);
+              const std::int64_t bad2 = b.cross_entropy_forward(
+                  loss2.desc(), lse2.desc(), input(dev, {2, n}, 92, dt).desc(), ids(dev, {0, n}).desc(), -100, s);
+              return std::vector<Tensor>{
+                  loss, lse, from_vector(std::vector<double>{double(bad), double(bad2)}, {2}, {DType::float64})};
+            });
         add("cross_entropy_backward", "6 rows, broadcast and per-row upstream gradients," + sm + size, dt,
             [=](Device dev, Backend& b) {
               const Tensor x = input(dev, {6, n}, 93, dt, -5, 5);
+              Tensor loss = sentinel(dev, {6}, dt), lse = sentinel(dev, {6}, dt);
+              b.cross_entropy_forward(loss.desc(), lse.desc(), x.desc(), ids(dev, t).desc(), -100, s);
               Tensor d1 = sentinel(dev, {6, n}, dt), d2 = sentinel(dev, {6, n}, dt);
-              b.cross_entropy_backward(d1.desc(), x.desc(), ids(dev, t).desc(), broadcast(input(dev, {1}, 94, dt), {6}),
-                                       -100, s);
-              b.cross_entropy_backward(d2.desc(), x.desc(), ids(dev, t).desc(),
+              b.cross_entropy_backward(d1.desc(), x.desc(), lse.desc(), ids(dev, t).desc(),
+                                       broadcast(input(dev, {1}, 94, dt), {6}), -100, s);
+              b.cross_entropy_backward(d2.desc(), x.desc(), lse.desc(), ids(dev, t).desc(),
                                        slice(input(dev, {12}, 95, dt), 0, 0, 12, 2).desc(), -100, s);
               return std::vector<Tensor>{d1, d2};
             });

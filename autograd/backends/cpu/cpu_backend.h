@@ -53,10 +53,11 @@ class CpuBackend final : public Backend {
                         std::int64_t skip_id) override;
 
   // loss.cpp
-  std::int64_t cross_entropy_forward(const TensorDesc& loss, const TensorDesc& logits, const TensorDesc& targets,
-                                     std::int64_t ignore_index, double smoothing) override;
-  void cross_entropy_backward(const TensorDesc& dlogits, const TensorDesc& logits, const TensorDesc& targets,
-                              const TensorDesc& grad_loss, std::int64_t ignore_index, double smoothing) override;
+  std::int64_t cross_entropy_forward(const TensorDesc& loss, const TensorDesc& lse, const TensorDesc& logits,
+                                     const TensorDesc& targets, std::int64_t ignore_index, double smoothing) override;
+  void cross_entropy_backward(const TensorDesc& dlogits, const TensorDesc& logits, const TensorDesc& lse,
+                              const TensorDesc& targets, const TensorDesc& grad_loss, std::int64_t ignore_index,
+                              double smoothing) override;
 
   // random.cpp
   void random_fill(const TensorDesc& out, Distribution dist, double a, double b, std::uint64_t seed,

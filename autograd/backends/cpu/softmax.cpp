@@ -1,5 +1,5 @@
-// Row softmax and log-softmax over contiguous rows, max-subtracted for stability. Sums run in double;
-// `omp simd` lets them be vectorised (in a lane-wise order, the same on every run).
+// Row softmax and log-softmax over contiguous rows, max-subtracted for stability. Sums run in double over
+// float blocks (block_sum, vmath.h), vectorised in a lane-wise order that is the same on every run.
 #include <cmath>
 
 #include "cpu_backend.h"
@@ -15,18 +15,12 @@ template <class T>
   T mx = x[0];
 #pragma omp simd reduction(max : mx)
   for (std::int64_t c = 1; c < C; ++c) mx = std::max(mx, x[c]);
-  double total = 0;
   if (log) {
-#pragma omp simd reduction(+ : total)
-    for (std::int64_t c = 0; c < C; ++c) total += exp_of(x[c] - mx);
+    const double total = block_sum<T>(C, [&](std::int64_t c) { return exp_of(x[c] - mx); });
     const T lse = static_cast<T>(std::log(total));
     for (std::int64_t c = 0; c < C; ++c) y[c] = x[c] - mx - lse;
   } else {  // exp once: y holds exp(x - max) until it is scaled
-#pragma omp simd reduction(+ : total)
-    for (std::int64_t c = 0; c < C; ++c) {
-      y[c] = exp_of(x[c] - mx);
-      total += y[c];
-    }
+    const double total = block_sum<T>(C, [&](std::int64_t c) { return y[c] = exp_of(x[c] - mx); });
     const T inv = static_cast<T>(1.0 / total);
     for (std::int64_t c = 0; c < C; ++c) y[c] *= inv;
   }
@@ -34,10 +28,8 @@ template <class T>
 
 template <class T>
 [[gnu::always_inline]] inline void backward_row(const T* g, const T* y, T* gi, std::int64_t C, bool log) {
-  double dot = 0;  // softmax: sum(g * y); log_softmax: sum(g)
-#pragma omp simd reduction(+ : dot)
-  for (std::int64_t c = 0; c < C; ++c) dot += log ? g[c] : g[c] * y[c];
-  const T s = static_cast<T>(dot);
+  // softmax: sum(g * y); log_softmax: sum(g)
+  const T s = static_cast<T>(block_sum<T>(C, [&](std::int64_t c) { return log ? g[c] : g[c] * y[c]; }));
   for (std::int64_t c = 0; c < C; ++c) gi[c] = log ? g[c] - exp_of(y[c]) * s : y[c] * (g[c] - s);
 }
 

@@ -2,8 +2,8 @@
 // smoothing and an ignored target. Targets are checked first by find_bad_ids_kernel (embedding.cu).
 //
 // Mapping: one warp per row (row_grid/row_block). Forward: the lanes find the row's max, then
-// sum exp(x - max) and sum x, each combined with warp_reduce; lane 0 writes the row's loss.
-// Backward: the same log-sum-exp, then each lane writes its columns of g * (softmax - smoothed target).
+// sum exp(x - max) and sum x, each combined with warp_reduce; lane 0 writes the row's loss and log-sum-exp.
+// Backward: each lane writes its columns of g * (exp(x - lse) - smoothed target), lse from the forward.
 // Sums run in double, as the CPU's: a loss is a small number made of large ones.
 #include "cuda_backend.h"
 #include "device_utils.cuh"
@@ -23,16 +23,18 @@ __device__ double warp_log_sum_exp(const T* x, std::int64_t C) {
 }
 
 template <class T>
-__global__ void cross_entropy_forward_kernel(T* loss, const T* logits, const std::int64_t* targets, std::int64_t rows,
-                                             std::int64_t C, std::int64_t ignore_index, double smoothing) {
+__global__ void cross_entropy_forward_kernel(T* loss, T* lse_out, const T* logits, const std::int64_t* targets,
+                                             std::int64_t rows, std::int64_t C, std::int64_t ignore_index,
+                                             double smoothing) {
   for (std::int64_t r = first_row(); r < rows; r += row_stride()) {
     const T* x = logits + r * C;
     const std::int64_t t = targets[r];
+    const double lse = warp_log_sum_exp(x, C);
+    if (threadIdx.x == 0) lse_out[r] = static_cast<T>(lse);
     if (t == ignore_index) {  // the whole warp takes this branch: t is the same for all its lanes
       if (threadIdx.x == 0) loss[r] = T(0);
       continue;
     }
-    const double lse = warp_log_sum_exp(x, C);
     double sum_x = 0;
     for (std::int64_t c = threadIdx.x; c < C; c += kWarp) sum_x += x[c];
     sum_x = warp_reduce(sum_x, Sum{});
@@ -44,7 +46,7 @@ __global__ void cross_entropy_forward_kernel(T* loss, const T* logits, const std
 }
 
 template <class T>
-__global__ void cross_entropy_backward_kernel(T* dlogits, const T* logits, const std::int64_t* targets,
+__global__ void cross_entropy_backward_kernel(T* dlogits, const T* logits, const T* lse_in, const std::int64_t* targets,
                                               const T* grad_loss, std::int64_t grad_stride, std::int64_t rows,
                                               std::int64_t C, std::int64_t ignore_index, double smoothing) {
   for (std::int64_t r = first_row(); r < rows; r += row_stride()) {
@@ -55,7 +57,7 @@ __global__ void cross_entropy_backward_kernel(T* dlogits, const T* logits, const
       for (std::int64_t c = threadIdx.x; c < C; c += kWarp) d[c] = T(0);
       continue;
     }
-    const T lse = static_cast<T>(warp_log_sum_exp(x, C));
+    const T lse = lse_in[r];
     const T g = grad_loss[r * grad_stride], uniform = static_cast<T>(smoothing / static_cast<double>(C));
     for (std::int64_t c = threadIdx.x; c < C; c += kWarp)
       d[c] = g * (exp_(x[c] - lse) - uniform) - (c == t ? g * static_cast<T>(1 - smoothing) : T(0));
@@ -64,7 +66,7 @@ __global__ void cross_entropy_backward_kernel(T* dlogits, const T* logits, const
 
 }  // namespace
 
-std::int64_t CudaBackend::cross_entropy_forward(const TensorDesc& loss, const TensorDesc& logits,
+std::int64_t CudaBackend::cross_entropy_forward(const TensorDesc& loss, const TensorDesc& lse, const TensorDesc& logits,
                                                 const TensorDesc& targets, std::int64_t ignore_index,
                                                 double smoothing) {
   const std::int64_t n = logits.shape[0], C = logits.shape[1];
@@ -76,21 +78,22 @@ std::int64_t CudaBackend::cross_entropy_forward(const TensorDesc& loss, const Te
   dispatch_floating(logits.dtype, "cross_entropy", [&](auto t) {
     using T = decltype(t);
     launch(cross_entropy_forward_kernel<T>, row_grid(n), row_block(), 0, static_cast<T*>(loss.data),
-           static_cast<const T*>(logits.data), tgt, n, C, ignore_index, smoothing);
+           static_cast<T*>(lse.data), static_cast<const T*>(logits.data), tgt, n, C, ignore_index, smoothing);
   });
   return -1;
 }
 
-void CudaBackend::cross_entropy_backward(const TensorDesc& dlogits, const TensorDesc& logits, const TensorDesc& targets,
-                                         const TensorDesc& grad_loss, std::int64_t ignore_index, double smoothing) {
+void CudaBackend::cross_entropy_backward(const TensorDesc& dlogits, const TensorDesc& logits, const TensorDesc& lse,
+                                         const TensorDesc& targets, const TensorDesc& grad_loss,
+                                         std::int64_t ignore_index, double smoothing) {
   const std::int64_t n = logits.shape[0], C = logits.shape[1];
   if (n == 0) return;
   dispatch_floating(logits.dtype, "cross_entropy_backward", [&](auto t) {
     using T = decltype(t);
     launch(cross_entropy_backward_kernel<T>, row_grid(n), row_block(), 0, static_cast<T*>(dlogits.data),
-           static_cast<const T*>(logits.data), static_cast<const std::int64_t*>(targets.data),
-           static_cast<const T*>(grad_loss.data), grad_loss.ndim ? grad_loss.strides[0] : std::int64_t{0}, n, C,
-           ignore_index, smoothing);
+           static_cast<const T*>(logits.data), static_cast<const T*>(lse.data),
+           static_cast<const std::int64_t*>(targets.data), static_cast<const T*>(grad_loss.data),
+           grad_loss.ndim ? grad_loss.strides[0] : std::int64_t{0}, n, C, ignore_index, smoothing);
   });
 }
 

@@ -1,6 +1,6 @@
 // Cross-entropy over rows of C logits, with label smoothing s (autograd/src/ops/loss.cpp has the formula):
 //   log p_c = x_c - logsumexp(x),  loss = -(1 - s) log p_t - (s / C) sum_c log p_c
-//   dloss/dx_c = p_c - (1 - s) [c == t] - s / C
+//   dloss/dx_c = p_c - (1 - s) [c == t] - s / C,  p_c = exp(x_c - lse) with the forward's logsumexp
 // A row whose target is ignore_index has loss 0 and gradient 0.
 #include <algorithm>
 #include <cmath>
@@ -21,9 +21,9 @@ double log_sum_exp(const T* x, std::int64_t C) {
 }
 }  // namespace
 
-std::int64_t ReferenceBackend::cross_entropy_forward(const TensorDesc& loss, const TensorDesc& logits,
-                                                     const TensorDesc& targets, std::int64_t ignore_index,
-                                                     double smoothing) {
+std::int64_t ReferenceBackend::cross_entropy_forward(const TensorDesc& loss, const TensorDesc& lse_out,
+                                                     const TensorDesc& logits, const TensorDesc& targets,
+                                                     std::int64_t ignore_index, double smoothing) {
   const std::int64_t rows = row_count(logits), C = row_length(logits);
   for (std::int64_t i = 0; i < rows; ++i) {
     const std::int64_t t = flat<std::int64_t>(targets, i);
@@ -33,12 +33,13 @@ std::int64_t ReferenceBackend::cross_entropy_forward(const TensorDesc& loss, con
     using T = decltype(tag);
     for (std::int64_t i = 0; i < rows; ++i) {
       const std::int64_t t = flat<std::int64_t>(targets, i);
+      const T* x = &flat<T>(logits, i * C);
+      const double lse = log_sum_exp(x, C);
+      flat<T>(lse_out, i) = static_cast<T>(lse);
       if (t == ignore_index) {
         flat<T>(loss, i) = T(0);
         continue;
       }
-      const T* x = &flat<T>(logits, i * C);
-      const double lse = log_sum_exp(x, C);
       double sum_log_p = 0;
       for (std::int64_t c = 0; c < C; ++c) sum_log_p += x[c] - lse;
       flat<T>(loss, i) =
@@ -49,8 +50,9 @@ std::int64_t ReferenceBackend::cross_entropy_forward(const TensorDesc& loss, con
 }
 
 void ReferenceBackend::cross_entropy_backward(const TensorDesc& dlogits, const TensorDesc& logits,
-                                              const TensorDesc& targets, const TensorDesc& grad_loss,
-                                              std::int64_t ignore_index, double smoothing) {
+                                              const TensorDesc& lse_in, const TensorDesc& targets,
+                                              const TensorDesc& grad_loss, std::int64_t ignore_index,
+                                              double smoothing) {
   const std::int64_t rows = row_count(logits), C = row_length(logits);
   dispatch_floating(logits.dtype, "cross_entropy_backward", [&](auto tag) {
     using T = decltype(tag);
@@ -61,7 +63,7 @@ void ReferenceBackend::cross_entropy_backward(const TensorDesc& dlogits, const T
       Index at_i;
       at_i.i[0] = i;
       const double g = at<T>(grad_loss, at_i);  // grad_loss may be a broadcast (stride 0)
-      const double lse = log_sum_exp(x, C);
+      const double lse = flat<T>(lse_in, i);
       for (std::int64_t c = 0; c < C; ++c) {
         const double target = (c == t ? 1 - smoothing : 0.0) + smoothing / static_cast<double>(C);
         d[c] = t == ignore_index ? T(0) : static_cast<T>(g * (std::exp(x[c] - lse) - target));

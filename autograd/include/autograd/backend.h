@@ -119,14 +119,17 @@ class Backend {
                                 std::int64_t skip_id) = 0;
 
   // --- fused cross-entropy (log-softmax + NLL with label smoothing) --------------------------------
-  // loss[i] = -(1-s) log p[i, t_i] - s/C sum_c log p[i, c]; 0 where t_i == ignore_index.
+  // loss[i] = -(1-s) log p[i, t_i] - s/C sum_c log p[i, c]; 0 where t_i == ignore_index. Also writes
+  // lse[i] = log sum_c exp(logits[i, c]) for every row (ignored ones too), which backward takes back, so
+  // that it exponentiates each logit once instead of twice (the step's profile: docs/performance.md).
   // Returns the position of the first target outside [0, C) (and not ignore_index), or -1.
-  virtual std::int64_t cross_entropy_forward(const TensorDesc& loss, const TensorDesc& logits,
+  virtual std::int64_t cross_entropy_forward(const TensorDesc& loss, const TensorDesc& lse, const TensorDesc& logits,
                                              const TensorDesc& targets, std::int64_t ignore_index,
                                              double smoothing) = 0;
-  // dlogits[i, :] = grad_loss[i] * (softmax(logits[i]) - (1-s) onehot(t_i) - s/C); 0 for ignored rows.
-  virtual void cross_entropy_backward(const TensorDesc& dlogits, const TensorDesc& logits, const TensorDesc& targets,
-                                      const TensorDesc& grad_loss, std::int64_t ignore_index, double smoothing) = 0;
+  // dlogits[i, :] = grad_loss[i] * (exp(logits[i] - lse[i]) - (1-s) onehot(t_i) - s/C); 0 for ignored rows.
+  virtual void cross_entropy_backward(const TensorDesc& dlogits, const TensorDesc& logits, const TensorDesc& lse,
+                                      const TensorDesc& targets, const TensorDesc& grad_loss, std::int64_t ignore_index,
+                                      double smoothing) = 0;
 
   // --- random and optimizers ----------------------------------------------------------------------
   virtual void random_fill(const TensorDesc& out, Distribution dist, double a, double b, std::uint64_t seed,

@@ -20,8 +20,9 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, std::int64_t i
   const Tensor x = contiguous(reshape(logits, {-1, C}));  // [n, C]
   const Tensor t = contiguous(reshape(targets, {-1}));    // [n]
   Tensor losses = detail::empty_as(x, {x.size(0)});       // [n]
+  Tensor lse = detail::empty_as(x, {x.size(0)});          // [n], kept for backward: softmax = exp(x - lse)
   const std::int64_t bad =
-      x.backend().cross_entropy_forward(losses.desc(), x.desc(), t.desc(), ignore_index, smoothing);
+      x.backend().cross_entropy_forward(losses.desc(), lse.desc(), x.desc(), t.desc(), ignore_index, smoothing);
   if (bad >= 0)
     throw IndexError(
         fmt::format("cross_entropy: target {} at position {} is out of range for {} classes "
@@ -29,9 +30,10 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, std::int64_t i
                     static_cast<std::int64_t>(t.at({bad})), bad, C, C - 1, ignore_index));
 
   const Tensor sx = x.detach(), st = t.detach();
-  auto grad_logits = [sx, st, ignore_index, smoothing, shape = logits.shape()](const Tensor& grad_rows) {
+  auto grad_logits = [sx, st, lse, ignore_index, smoothing, shape = logits.shape()](const Tensor& grad_rows) {
     Tensor d = detail::empty_as(sx, sx.shape());  // [n, C]
-    sx.backend().cross_entropy_backward(d.desc(), sx.desc(), st.desc(), grad_rows.desc(), ignore_index, smoothing);
+    sx.backend().cross_entropy_backward(d.desc(), sx.desc(), lse.desc(), st.desc(), grad_rows.desc(), ignore_index,
+                                        smoothing);
     return reshape(d, shape);
   };
   Tensor out;
