@@ -106,6 +106,8 @@ TEST_CASE("anomaly mode lets a masked attention's -inf through and trains a mode
 
 TEST_CASE("training is bit-identical on 1 and 2 threads", "[reliability][threads][cpu-only]") {
   // Threads split rows, columns and batch entries, never a sum: every float is added in the same order.
+  // 32 x 24 tokens of d_model 64: every activation is above the kernels' parallel threshold (kParallelGrain),
+  // so the threaded paths run — this test is also the training step ThreadSanitizer watches (preset tsan).
   Config c = small_config();
   c.src_vocab = c.tgt_vocab = 300;
   c.d_model = 64;
@@ -119,8 +121,8 @@ TEST_CASE("training is bit-identical on 1 and 2 threads", "[reliability][threads
     Trainer trainer(model, {.warmup = 10});
     std::vector<double> losses;
     for (int s = 0; s < 3; ++s) {
-      const Tensor src = random_ids(16, 12, c.src_vocab, data), tgt = random_ids(16, 13, c.tgt_vocab, data);
-      const Batch b{src, contiguous(narrow(tgt, 1, 0, 12)), contiguous(narrow(tgt, 1, 1, 12)), 16 * 12};
+      const Tensor src = random_ids(32, 24, c.src_vocab, data), tgt = random_ids(32, 25, c.tgt_vocab, data);
+      const Batch b{src, contiguous(narrow(tgt, 1, 0, 24)), contiguous(narrow(tgt, 1, 1, 24)), 32 * 24};
       losses.push_back(trainer.step(b));
     }
     omp_set_num_threads(before);
