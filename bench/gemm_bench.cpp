@@ -1,14 +1,18 @@
-// GEMM benchmark: stepformer's CPU GEMM against OpenBLAS's cblas_sgemm / cblas_dgemm, measured in the same
-// run, on the same data, 1 and 2 threads. Prints GFLOP/s and the ratio (ours / OpenBLAS; > 1 is faster).
+// GEMM benchmark: stepformer's CPU GEMM against oneDNN's dnnl_sgemm (float32) and OpenBLAS's cblas_sgemm /
+// cblas_dgemm, measured in the same run, on the same data, 1 and 2 threads, the three in turn. Prints GFLOP/s
+// and the ratios "x oneDNN", "x OpenBLAS" (their time / ours; > 1 means ours is faster). oneDNN is the fair yardstick
+// on CPUs newer than Debian's OpenBLAS 0.3.21, which falls back to its Haswell kernels there (docs/performance.md).
 //
 //   build/release/bin/gemm_bench [--json FILE] [--double] [--quick]
 #include <cblas.h>
+#include <dnnl.h>
 #include <fmt/format.h>
 #include <omp.h>
 
 #include <cstring>
 #include <fstream>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -32,6 +36,16 @@ void openblas(std::int64_t m, std::int64_t n, std::int64_t k, const T* a, const 
     cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0, a, k, b, n, 0.0, c, n);
 }
 
+// oneDNN has no float64 GEMM: its column is empty for --double.
+template <class T>
+void onednn(std::int64_t m, std::int64_t n, std::int64_t k, const T* a, const T* b, T* c, int threads) {
+  if constexpr (std::is_same_v<T, float>) {
+    omp_set_num_threads(threads);  // oneDNN's CPU runtime is OpenMP
+    if (dnnl_sgemm('N', 'N', m, n, k, 1.f, a, k, b, n, 0.f, c, n) != dnnl_success)
+      throw std::runtime_error("dnnl_sgemm failed");
+  }
+}
+
 template <class T>
 int run(const std::string& json_path, bool quick) {
   std::vector<Case> cases = {{256, 256, 256, "square"},    {512, 512, 512, "square"},
@@ -40,37 +54,46 @@ int run(const std::string& json_path, bool quick) {
                              {64, 64, 64, "small"},        {512, 64, 512, "attention scores"}};
   if (quick) cases.resize(3);
   const char* type = std::is_same_v<T, float> ? "float32" : "float64";
-  fmt::print("GEMM {} (C[M,N] = A[M,K] @ B[K,N], row-major), kernel '{}', {} OpenBLAS\n", type,
-             cpu::gemm_kernels<T>().back().name, openblas_get_config());
-  fmt::print("{:>18} {:>16} {:>7} {:>12} {:>12} {:>7}\n", "shape MxKxN", "", "threads", "ours GF/s", "OpenBLAS",
-             "ratio");
+  constexpr bool with_onednn = std::is_same_v<T, float>;
+  const dnnl_version_t* dnnl = dnnl_version();
+  fmt::print("GEMM {} (C[M,N] = A[M,K] @ B[K,N], row-major), kernel '{}', oneDNN {}.{}.{}, {} OpenBLAS\n", type,
+             cpu::gemm_kernels<T>().back().name, dnnl->major, dnnl->minor, dnnl->patch, openblas_get_config());
+  fmt::print("{:>18} {:>16} {:>7} {:>10} {:>10} {:>10} {:>9} {:>9}\n", "shape MxKxN", "", "threads", "ours GF/s",
+             "oneDNN", "OpenBLAS", "x oneDNN", "x OpenBLAS");
   std::string json = "[";
   std::mt19937 rng(1);
   std::uniform_real_distribution<double> u(-1, 1);
   for (const auto& c : cases) {
-    std::vector<T> a(c.m * c.k), b(c.k * c.n), ours(c.m * c.n), theirs(c.m * c.n);
+    std::vector<T> a(c.m * c.k), b(c.k * c.n), ours(c.m * c.n), blas(c.m * c.n), dnn(c.m * c.n);
     for (auto& x : a) x = static_cast<T>(u(rng));
     for (auto& x : b) x = static_cast<T>(u(rng));
     const double flops = 2.0 * static_cast<double>(c.m) * static_cast<double>(c.n) * static_cast<double>(c.k);
     for (const int threads : {1, 2}) {
       openblas_set_num_threads(threads);
-      const auto [t_ours, t_blas] = bench::best_of_alternating(
+      const auto [t_ours, t_blas, t_dnn] = bench::best_of_rotation(
+          3, quick ? 0.6 : 3.0,
           [&] {
             cpu::gemm<T>(c.m, c.n, c.k, T(1), {a.data(), c.k, 1}, {b.data(), c.n, 1}, T(0), {ours.data(), c.n, 1},
                          threads);
           },
-          [&] { openblas<T>(c.m, c.n, c.k, a.data(), b.data(), theirs.data()); }, 3, quick ? 0.4 : 2.0);
+          [&] { openblas<T>(c.m, c.n, c.k, a.data(), b.data(), blas.data()); },
+          [&] { onednn<T>(c.m, c.n, c.k, a.data(), b.data(), dnn.data(), threads); });
       double worst = 0;
-      for (std::size_t i = 0; i < ours.size(); ++i) worst = std::max(worst, std::abs(double(ours[i] - theirs[i])));
-      const double ratio = t_blas / t_ours;
+      for (std::size_t i = 0; i < ours.size(); ++i) {
+        worst = std::max(worst, std::abs(double(ours[i] - blas[i])));
+        if (with_onednn) worst = std::max(worst, std::abs(double(ours[i] - dnn[i])));
+      }
       const std::string shape = fmt::format("{}x{}x{}", c.m, c.k, c.n);
-      fmt::print("{:>18} {:>16} {:>7} {:>12.1f} {:>12.1f} {:>6.2f}x{}\n", shape, c.what, threads, flops / t_ours / 1e9,
-                 flops / t_blas / 1e9, ratio,
+      const double gf_ours = flops / t_ours / 1e9, gf_blas = flops / t_blas / 1e9, gf_dnn = flops / t_dnn / 1e9;
+      fmt::print("{:>18} {:>16} {:>7} {:>10.1f} {:>10} {:>10.1f} {:>9} {:>8.2f}x{}\n", shape, c.what, threads, gf_ours,
+                 with_onednn ? fmt::format("{:.1f}", gf_dnn) : "-", gf_blas,
+                 with_onednn ? fmt::format("{:.2f}x", t_dnn / t_ours) : "-", t_blas / t_ours,
                  worst > (std::is_same_v<T, float> ? 1e-2 : 1e-9) ? "  RESULTS DIFFER" : "");
       json += fmt::format(
           "{}{{\"dtype\":\"{}\",\"m\":{},\"k\":{},\"n\":{},\"threads\":{},\"ours_gflops\":{:.2f},"
-          "\"openblas_gflops\":{:.2f},\"ratio\":{:.3f}}}",
-          json.size() > 1 ? "," : "", type, c.m, c.k, c.n, threads, flops / t_ours / 1e9, flops / t_blas / 1e9, ratio);
+          "\"openblas_gflops\":{:.2f},\"ratio\":{:.3f}{}}}",
+          json.size() > 1 ? "," : "", type, c.m, c.k, c.n, threads, gf_ours, gf_blas, t_blas / t_ours,
+          with_onednn ? fmt::format(",\"onednn_gflops\":{:.2f},\"onednn_ratio\":{:.3f}", gf_dnn, t_dnn / t_ours) : "");
     }
   }
   json += "]\n";

@@ -2,6 +2,7 @@
 // Timing for the benchmarks. This machine is shared and its speed drifts by 10% within a second, so a
 // comparison alternates the two contenders run by run and keeps each one's best (least disturbed) time.
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <limits>
 #include <utility>
@@ -15,19 +16,32 @@ double seconds(F&& f) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-// The best time of each of f and g, run alternately (after one warm-up run each) at least `min_runs`
-// times and until `budget_s` seconds have passed.
+// The best time of each contender, run in turn (after one warm-up run each) at least `min_runs` times
+// and until `budget_s` seconds have passed.
+template <class... F>
+std::array<double, sizeof...(F)> best_of_rotation(int min_runs, double budget_s, F&&... fs) {
+  (fs(), ...);  // warm-up: page faults, packing buffers, thread start
+  std::array<double, sizeof...(F)> best;
+  best.fill(std::numeric_limits<double>::infinity());
+  double spent = 0;
+  for (int run = 0; (run < min_runs || spent < budget_s) && run < 10000; ++run) {
+    std::size_t i = 0;
+    (
+        [&] {
+          const double t = seconds(fs);
+          best[i] = std::min(best[i], t);
+          spent += t;
+          ++i;
+        }(),
+        ...);
+  }
+  return best;
+}
+
 template <class F, class G>
 std::pair<double, double> best_of_alternating(F&& f, G&& g, int min_runs = 3, double budget_s = 1.0) {
-  f(), g();  // warm-up: page faults, packing buffers, thread start
-  double best_f = std::numeric_limits<double>::infinity(), best_g = best_f, spent = 0;
-  for (int run = 0; (run < min_runs || spent < budget_s) && run < 10000; ++run) {
-    const double tf = seconds(f), tg = seconds(g);
-    best_f = std::min(best_f, tf);
-    best_g = std::min(best_g, tg);
-    spent += tf + tg;
-  }
-  return {best_f, best_g};
+  const auto best = best_of_rotation(min_runs, budget_s, f, g);
+  return {best[0], best[1]};
 }
 
 template <class F>
