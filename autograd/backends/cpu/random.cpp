@@ -12,25 +12,38 @@ namespace stepformer::cpu {
 
 namespace {
 
+// o[i] = make(random_bits(seed, offset, i)) for i in [i0, i1). Elements 2j and 2j+1 take the two halves of
+// one Philox block (random_bits, autograd/random.h): the block is computed once for both, not once each.
+template <class T, class Make>
+[[gnu::always_inline]] inline void fill_pairs(T* o, std::int64_t i0, std::int64_t i1, std::uint64_t seed,
+                                              std::uint64_t offset, Make make) {
+  std::int64_t i = i0;
+  if (i < i1 && i % 2) o[i] = make(random_bits(seed, offset, static_cast<std::uint64_t>(i))), ++i;
+  for (; i + 1 < i1; i += 2) {
+    const Philox4x32 r = philox4x32_10(offset / 4 + static_cast<std::uint64_t>(i) / 2, seed);
+    o[i] = make((std::uint64_t{r.v[0]} << 32) | r.v[1]);
+    o[i + 1] = make((std::uint64_t{r.v[2]} << 32) | r.v[3]);
+  }
+  if (i < i1) o[i] = make(random_bits(seed, offset, static_cast<std::uint64_t>(i)));
+}
+
 template <class T>
 [[gnu::always_inline]] inline void fill_range(T* o, std::int64_t i0, std::int64_t i1, Distribution dist, double a,
                                               double b, std::uint64_t seed, std::uint64_t offset) {
   switch (dist) {
     case Distribution::uniform:
-      for (std::int64_t i = i0; i < i1; ++i) {
-        T v = static_cast<T>(a + (b - a) * uniform01(random_bits(seed, offset, static_cast<std::uint64_t>(i))));
-        if (v >= static_cast<T>(b) && a < b) v = std::nextafter(static_cast<T>(b), static_cast<T>(a));  // [a, b)
-        o[i] = v;
-      }
+      fill_pairs(o, i0, i1, seed, offset, [&](std::uint64_t bits) {
+        const T v = static_cast<T>(a + (b - a) * uniform01(bits));
+        return v >= static_cast<T>(b) && a < b ? std::nextafter(static_cast<T>(b), static_cast<T>(a)) : v;  // [a, b)
+      });
       break;
     case Distribution::normal:
-      for (std::int64_t i = i0; i < i1; ++i)
-        o[i] = static_cast<T>(a + b * standard_normal(random_bits(seed, offset, static_cast<std::uint64_t>(i))));
+      fill_pairs(o, i0, i1, seed, offset,
+                 [&](std::uint64_t bits) { return static_cast<T>(a + b * standard_normal(bits)); });
       break;
     case Distribution::dropout: {
       const T scale = static_cast<T>(1.0 / (1.0 - a));
-      for (std::int64_t i = i0; i < i1; ++i)
-        o[i] = uniform01(random_bits(seed, offset, static_cast<std::uint64_t>(i))) < a ? T(0) : scale;
+      fill_pairs(o, i0, i1, seed, offset, [&](std::uint64_t bits) { return uniform01(bits) < a ? T(0) : scale; });
       break;
     }
   }

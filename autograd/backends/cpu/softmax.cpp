@@ -28,9 +28,13 @@ template <class T>
 
 template <class T>
 [[gnu::always_inline]] inline void backward_row(const T* g, const T* y, T* gi, std::int64_t C, bool log) {
-  // softmax: sum(g * y); log_softmax: sum(g)
-  const T s = static_cast<T>(block_sum<T>(C, [&](std::int64_t c) { return log ? g[c] : g[c] * y[c]; }));
-  for (std::int64_t c = 0; c < C; ++c) gi[c] = log ? g[c] - exp_of(y[c]) * s : y[c] * (g[c] - s);
+  if (log) {  // two loops, not a select inside one: each vectorises
+    const T s = static_cast<T>(block_sum<T>(C, [&](std::int64_t c) { return g[c]; }));
+    for (std::int64_t c = 0; c < C; ++c) gi[c] = g[c] - exp_of(y[c]) * s;
+  } else {
+    const T s = static_cast<T>(block_sum<T>(C, [&](std::int64_t c) { return g[c] * y[c]; }));
+    for (std::int64_t c = 0; c < C; ++c) gi[c] = y[c] * (g[c] - s);
+  }
 }
 
 STEPFORMER_SIMD_CLONES void forward_rows(const float* x, float* y, std::int64_t C, bool log) {

@@ -65,7 +65,7 @@ inline double exp_of(double x) { return std::exp(x); }
 
 // sum over c in [0, n) of term(c), in double. g++ 12 vectorises a float-to-double `omp simd` reduction only
 // for AVX-512: in the AVX2 and default clones such a loop ran one element at a time (-fopt-info-vec-missed:
-// "no vectype"; a quarter of the small training step on an AVX2 CPU was cross-entropy's scalar exp). So float
+// "no vectype"; on an AVX2 CPU a quarter of the small training step was cross-entropy's scalar exp). So float
 // terms are summed in float over blocks of kSumBlock (a float reduction vectorises at every width; each block
 // adds at most ~kSumBlock/2 ulp of its sum, far below the tests' float32 tolerances) and the block sums in
 // double, in block order: the same result on every run and for any thread count.
