@@ -202,10 +202,11 @@ int run_toy(Options o) {
   const std::int64_t steps = o.steps ? o.steps : 150;
   sf::Generator gen(o.common.seed);
   Transformer model(model_config(o, sv, tv), gen);
-  // Peak rate 0.5 * 64^-0.5 * 30^-0.5 = 0.011: at factor 1 the loss climbed back after the warmup and the
-  // run ended at 33-67% exact for 5 seeds of 6 (measured: docs/07_transformer.md); at 0.5, 100% for all 6.
+  // Peak rate 0.3 * 64^-0.5 * 30^-0.5 = 0.0068. At factor 1 the loss climbed back after the warmup and 5 seeds of
+  // 6 ended at 33-67% exact; at 0.5, 12 of 12 in the release build but seed 1 at 67% in the ASan build (other
+  // float rounding); at 0.3, 12 of 12 and 4 of 4 (docs/07_transformer.md).
   if (o.warmup <= 0) o.warmup = 30;
-  if (o.lr_factor <= 0) o.lr_factor = 0.5;
+  if (o.lr_factor <= 0) o.lr_factor = 0.3;
   Trainer trainer(model, {.warmup = o.warmup, .lr_factor = o.lr_factor});
   const Batch batch = make_batch(pairs, sv, tv);
   fmt::print("== toy: seed 000's 3 pairs; {} parameters; {} steps\n", model.parameter_count(), steps);
@@ -368,7 +369,7 @@ int main(int argc, char** argv) {
   sf::demo::add_common_options(app, o.common);
   app.add_option("--steps", o.steps, "training steps (default: 150 toy, 5000 numerals, 4000 freedict)");
   app.add_option("--batch", o.batch, "pairs per batch (numerals)")->capture_default_str();
-  app.add_option("--lr-factor", o.lr_factor, "factor of the warmup schedule (default: 0.5 toy, 1 numerals, freedict)");
+  app.add_option("--lr-factor", o.lr_factor, "factor of the warmup schedule (default: 0.3 toy, 1 numerals, freedict)");
   app.add_option("--warmup", o.warmup, "warmup steps of the schedule (default: 30 toy, 200 numerals, 1000 freedict)");
   app.add_option("--d-model", o.d_model, "model size")->capture_default_str();
   app.add_option("--layers", o.layers, "encoder and decoder layers")->capture_default_str();
