@@ -1,11 +1,10 @@
 #pragma once
 // Timing for the benchmarks. This machine is shared and its speed drifts by 10% within a second, so a
-// comparison alternates the two contenders run by run and keeps each one's best (least disturbed) time.
+// comparison runs the contenders in turn, run by run, and keeps each one's best (least disturbed) time.
 #include <algorithm>
 #include <array>
 #include <chrono>
 #include <limits>
-#include <utility>
 
 namespace stepformer::bench {
 
@@ -38,17 +37,9 @@ std::array<double, sizeof...(F)> best_of_rotation(int min_runs, double budget_s,
   return best;
 }
 
-template <class F, class G>
-std::pair<double, double> best_of_alternating(F&& f, G&& g, int min_runs = 3, double budget_s = 1.0) {
-  const auto best = best_of_rotation(min_runs, budget_s, f, g);
-  return {best[0], best[1]};
-}
-
 template <class F>
 double best_seconds(F&& f, int min_runs = 3, double budget_s = 1.0) {
-  return best_of_alternating(
-             f, [] {}, min_runs, budget_s)
-      .first;
+  return best_of_rotation(min_runs, budget_s, f)[0];
 }
 
 }  // namespace stepformer::bench
