@@ -11,7 +11,10 @@
 
 #include <chrono>
 #include <cmath>
+#include <fstream>
 #include <iostream>
+#include <optional>
+#include <set>
 
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
@@ -21,6 +24,7 @@
 #include "transformer/decoding.h"
 #include "transformer/flops.h"
 #include "transformer/freedict.h"
+#include "transformer/subwords.h"
 #include "transformer/train.h"
 
 namespace sf = stepformer;
@@ -40,7 +44,16 @@ struct Options {
   int threads = 0;      // 0: OpenMP's default
   std::filesystem::path save, load;
   std::filesystem::path dict = kFreedictDeuEng;
-  std::string task = "numerals";  // translate: which task's checkpoint --load holds
+  std::string task = "numerals";     // translate: which task's checkpoint --load holds
+  std::string tokens = "bpe";        // freedict: words, bpe or unigram
+  int vocab = 4000;                  // freedict: SentencePiece pieces per language (or in all, joint)
+  bool joint_vocab = false;          // freedict: one SentencePiece model for German and English
+  std::filesystem::path export_dir;  // freedict: write the tokenised splits for tools/compare/torch_freedict.py
+  std::vector<std::filesystem::path> bleu_files;  // bleu: REFERENCES TRANSLATIONS
+  std::int64_t batch_tokens = 0;                  // freedict: padded positions per batch (0: --batch pairs per batch)
+  std::int64_t average = 0;  // freedict: average the weights of the last N checkpoints, 500 steps apart
+  std::int64_t beam = 4;     // freedict: beam width of the second BLEU (0 or 1: greedy only)
+  double alpha = 0.6;        // freedict: GNMT length penalty of the beam search
 };
 
 Config model_config(const Options& o, const Vocabulary& sv, const Vocabulary& tv) {
@@ -103,10 +116,11 @@ void write_pictures(const Options& o, const std::string& task, const Curves& cur
                                                task + ": cross-attention of the last layer (mean of heads)"));
 }
 
-void print_samples(Transformer& model, const std::vector<Pair>& pairs, const Vocabulary& sv, const Vocabulary& tv,
-                   const std::string& src_separator = "") {
-  const auto out = greedy_translations(model, pairs, sv, tv);
-  std::size_t width = 16, out_width = 24;  // columns as wide as the longest entry (in bytes; CJK is wider)
+// Sources, translations and whether each equals its reference; columns as wide as the longest entry (in
+// bytes; CJK is wider).
+void print_table(const std::vector<Pair>& pairs, const std::vector<std::vector<std::string>>& out,
+                 const std::string& src_separator = "") {
+  std::size_t width = 16, out_width = 24;
   for (std::size_t i = 0; i < pairs.size(); ++i) {
     width = std::max(width, join(pairs[i].src, src_separator).size());
     out_width = std::max(out_width, join(out[i]).size());
@@ -115,6 +129,10 @@ void print_samples(Transformer& model, const std::vector<Pair>& pairs, const Voc
   for (std::size_t i = 0; i < pairs.size(); ++i)
     fmt::print("  {:<{}} {:<{}} {}\n", join(pairs[i].src, src_separator), width, join(out[i]), out_width,
                out[i] == pairs[i].tgt ? "ok" : "expected: " + join(pairs[i].tgt));
+}
+
+void print_samples(Transformer& model, const std::vector<Pair>& pairs, const Vocabulary& sv, const Vocabulary& tv) {
+  print_table(pairs, greedy_translations(model, pairs, sv, tv));
 }
 
 // Trains until `steps` are done, one batch from next_batch() per step: a progress line every 100 steps,
@@ -263,62 +281,220 @@ int run_numerals(Options o) {
 }
 
 // --- freedict ----------------------------------------------------------------------------------------
+// How one language's text becomes the model's tokens: words (text_tokens; words seen once become <unk>), or
+// SentencePiece pieces learned from the training split (transformer/subwords.h).
+struct Side {
+  std::optional<Subwords> subwords;
+  Vocabulary vocab;
+  std::vector<std::string> tokens(const std::vector<std::string>& words) const {
+    return subwords ? subwords->encode(join(words)) : words;
+  }
+  std::vector<std::string> words(const std::vector<std::string>& tokens) const {
+    return subwords ? text_tokens(subwords->decode(tokens)) : tokens;
+  }
+};
+
+// A subword checkpoint keeps its two SentencePiece models beside it: FILE.de.spm and FILE.en.spm.
+std::filesystem::path subword_file(const std::filesystem::path& checkpoint, const char* language) {
+  return checkpoint.string() + "." + language + ".spm";
+}
+
 struct FreedictData {
-  Splits splits;
-  Vocabulary src, tgt;  // from the training split; words seen once become <unk>
-  explicit FreedictData(const std::filesystem::path& dict) {
-    if (!std::filesystem::exists(dict))
+  Splits words;   // lower-cased word tokens: what BLEU scores and the samples show
+  Splits tokens;  // the same pairs as the model reads and writes them
+  Side src, tgt;
+  static constexpr std::size_t kMaxWords = 12;
+
+  explicit FreedictData(const Options& o) {
+    if (!std::filesystem::exists(o.dict))
       throw std::invalid_argument(fmt::format(
           "{} is missing: install Debian's dict-freedict-deu-eng (`./run demo freedict` does) or pass --dict",
-          dict.string()));
-    splits = split_pairs(freedict_examples(read_gzip_file(dict)), kMaxTokens);
+          o.dict.string()));
+    words = split_pairs(freedict_examples(read_gzip_file(o.dict)), kMaxWords);
     std::vector<std::vector<std::string>> s, t;
-    for (const auto& p : splits.train) s.push_back(p.src), t.push_back(p.tgt);
-    src = Vocabulary::build(s, 2);
-    tgt = Vocabulary::build(t, 2);
+    for (const auto& p : words.train) s.push_back(p.src), t.push_back(p.tgt);
+    if (o.tokens == "words") {
+      src.vocab = Vocabulary::build(s, 2);
+      tgt.vocab = Vocabulary::build(t, 2);
+    } else {  // the training split only: no valid or test sentence shapes the pieces
+      std::vector<std::string> de, en;
+      for (const auto& p : words.train) de.push_back(join(p.src)), en.push_back(join(p.tgt));
+      const SubwordOptions so{.model_type = o.tokens, .vocab_size = o.vocab};
+      if (o.joint_vocab) {
+        de.insert(de.end(), en.begin(), en.end());
+        src.subwords = tgt.subwords = Subwords::train(de, so);
+      } else {
+        src.subwords = Subwords::train(de, so);
+        tgt.subwords = Subwords::train(en, so);
+      }
+      src.vocab = src.subwords->vocabulary();
+      tgt.vocab = tgt.subwords->vocabulary();
+    }
+    for (auto [from, to] :
+         {std::pair{&words.train, &tokens.train}, {&words.valid, &tokens.valid}, {&words.test, &tokens.test}})
+      for (const Pair& p : *from) to->push_back({src.tokens(p.src), tgt.tokens(p.tgt)});
   }
-  static constexpr std::size_t kMaxTokens = 12;
 };
+
+// Translations as words, greedy (beam 0) or by beam search.
+std::vector<std::vector<std::string>> translate_words(Transformer& model, const FreedictData& d,
+                                                      const std::vector<Pair>& pairs, std::int64_t beam, double alpha) {
+  const auto out = beam > 0 ? beam_translations(model, pairs, d.src.vocab, d.tgt.vocab, beam, alpha)
+                            : greedy_translations(model, pairs, d.src.vocab, d.tgt.vocab);
+  std::vector<std::vector<std::string>> words;
+  for (const auto& tokens : out) words.push_back(d.tgt.words(tokens));
+  return words;
+}
+
+// A model that has collapsed answers every sentence alike, most often with EOS first (an empty translation).
+struct Collapse {
+  double empty = 0;          // fraction of empty translations
+  std::size_t distinct = 0;  // distinct translations
+  bool collapsed() const { return empty > 0.5 || distinct <= 1; }
+};
+Collapse collapse_of(const std::vector<std::vector<std::string>>& translations) {
+  std::set<std::vector<std::string>> distinct(translations.begin(), translations.end());
+  const auto empty = std::count_if(translations.begin(), translations.end(), [](const auto& t) { return t.empty(); });
+  return {translations.empty() ? 0.0 : static_cast<double>(empty) / static_cast<double>(translations.size()),
+          distinct.size()};
+}
+
+void print_bleu(const char* how, std::size_t pairs, const BleuScore& bleu) {
+  fmt::print(
+      "freedict test BLEU ({}, {} pairs, lower-cased words): {:.2f}  (n-gram precisions {:.1f}/{:.1f}/{:.1f}/{:.1f}%, "
+      "brevity penalty {:.3f})\n",
+      how, pairs, bleu.bleu, 100 * bleu.precisions[0], 100 * bleu.precisions[1], 100 * bleu.precisions[2],
+      100 * bleu.precisions[3], bleu.brevity_penalty);
+}
+
+// One sentence per line: {train,valid,test}.{de,en} as the model's tokens, vocab.{de,en} one token per id,
+// test.ref the references as words, test.ours our greedy translations as words.
+void export_data(const std::filesystem::path& dir, const FreedictData& d,
+                 const std::vector<std::vector<std::string>>& greedy) {
+  auto lines = [](const auto& sentences) {
+    std::string text;
+    for (const auto& s : sentences) text += join(s) + "\n";
+    return text;
+  };
+  for (const auto& [name, pairs] :
+       {std::pair{"train", &d.tokens.train}, {"valid", &d.tokens.valid}, {"test", &d.tokens.test}}) {
+    std::vector<std::vector<std::string>> de, en;
+    for (const Pair& p : *pairs) de.push_back(p.src), en.push_back(p.tgt);
+    sf::demo::write_output(dir, std::string(name) + ".de", lines(de));
+    sf::demo::write_output(dir, std::string(name) + ".en", lines(en));
+  }
+  for (const auto& [name, vocab] : {std::pair{"vocab.de", &d.src.vocab}, {"vocab.en", &d.tgt.vocab}}) {
+    std::vector<std::vector<std::string>> tokens;
+    for (std::int64_t id = 0; id < vocab->size(); ++id) tokens.push_back({vocab->token(id)});
+    sf::demo::write_output(dir, name, lines(tokens));
+  }
+  std::vector<std::vector<std::string>> references;
+  for (const auto& p : d.words.test) references.push_back(p.tgt);
+  sf::demo::write_output(dir, "test.ref", lines(references));
+  sf::demo::write_output(dir, "test.ours", lines(greedy));
+}
 
 int run_freedict(Options o) {
   if (o.dropout < 0) o.dropout = 0.1;
   if (o.warmup <= 0) o.warmup = 1000;  // real data: a gentler start than numerals' 200 (200 gave BLEU 1.9)
   if (o.lr_factor <= 0) o.lr_factor = 1.0;
   const auto read_start = Clock::now();
-  const FreedictData data(o.dict);
-  const auto& [train, valid, test] = data.splits;
+  const FreedictData data(o);
+  const auto& [train, valid, test] = data.tokens;
   const std::int64_t steps = o.steps ? o.steps : 4000;
   sf::Generator gen(o.common.seed), data_gen(o.common.seed + 1);
-  Transformer model(model_config(o, data.src, data.tgt), gen);
+  Transformer model(model_config(o, data.src.vocab, data.tgt.vocab), gen);
   Trainer trainer(model, {.warmup = o.warmup, .lr_factor = o.lr_factor});
   if (!o.load.empty()) {
     trainer.load(o.load, {{"model", &gen}, {"data", &data_gen}});
     fmt::print("resumed from {} at step {}\n", o.load.string(), trainer.steps_done());
   }
-  fmt::print("== freedict: German -> English examples of {} ({:.1f} s to read)\n", o.dict.string(),
-             std::chrono::duration<double>(Clock::now() - read_start).count());
-  fmt::print("   pairs of at most {} tokens: train {}, valid {}, test {}; vocabulary de {}, en {} (seen twice)\n",
-             FreedictData::kMaxTokens, train.size(), valid.size(), test.size(), data.src.size(), data.tgt.size());
-  fmt::print("   {} parameters; batch {}; {} steps\n", model.parameter_count(), o.batch, steps);
-  const auto batches = make_batches(train, data.src, data.tgt, o.batch);  // by length: little padding
-  const auto valid_batches = make_batches(valid, data.src, data.tgt, 100);
+  fmt::print("== freedict: German -> English examples of {} ({:.1f} s to read and split into {})\n", o.dict.string(),
+             std::chrono::duration<double>(Clock::now() - read_start).count(),
+             o.tokens == "words" ? "words" : fmt::format("{} subwords{}", o.tokens, o.joint_vocab ? ", joint" : ""));
+  fmt::print("   pairs of at most {} words: train {}, valid {}, test {}; vocabulary de {}, en {}\n",
+             FreedictData::kMaxWords, train.size(), valid.size(), test.size(), data.src.vocab.size(),
+             data.tgt.vocab.size());
+  const auto batches = o.batch_tokens > 0 ? make_token_batches(train, data.src.vocab, data.tgt.vocab, o.batch_tokens)
+                                          : make_batches(train, data.src.vocab, data.tgt.vocab, o.batch);
+  const auto valid_batches = make_batches(valid, data.src.vocab, data.tgt.vocab, 100);
+  fmt::print("   {} parameters; {} batches of {}; {} steps\n", model.parameter_count(), batches.size(),
+             o.batch_tokens > 0 ? fmt::format("at most {} tokens", o.batch_tokens) : fmt::format("{} pairs", o.batch),
+             steps);
   // A random batch each step; the data generator's offset is in the checkpoint, so a resume continues.
+  // Checkpoint averaging (the paper, 6.1: "averaging the last 5 checkpoints"): the sum of the weights at
+  // the last `average` multiples of 500 steps before the end, and at the end.
+  sf::nn::StateDict weight_sum;
+  std::int64_t averaged = 0;
+  auto add_weights = [&] {
+    sf::NoGradGuard no_grad;
+    for (const auto& [name, t] : model.state_dict())
+      weight_sum[name] = averaged == 0 ? t * 1.0 : sf::add(weight_sum.at(name), t);
+    ++averaged;
+  };
   const Curves curves = train_steps(trainer, model, steps, valid_batches, 500, [&] {
+    const std::int64_t done = trainer.steps_done(), left = steps - done;
+    if (done > 0 && left % 500 == 0 && left < 500 * o.average) add_weights();
     const double u = sf::rand({1}, data_gen, {sf::DType::float64}).to_vector<double>()[0];
     return batches[std::min(batches.size() - 1, static_cast<std::size_t>(u * static_cast<double>(batches.size())))];
   });
+  if (!o.save.empty() && data.src.subwords) {  // before the checkpoint: a checkpoint is never without them
+    data.src.subwords->save(subword_file(o.save, "de"));
+    data.tgt.subwords->save(subword_file(o.save, "en"));
+  }
   save_if_asked(o, trainer, gen, data_gen);
-  print_samples(model, {test.begin(), test.begin() + std::min<std::ptrdiff_t>(8, std::ssize(test))}, data.src, data.tgt,
-                " ");
+  const auto greedy = translate_words(model, data, test, 0, 0);
   std::vector<std::vector<std::string>> references;
-  for (const auto& p : test) references.push_back(p.tgt);
-  const BleuScore bleu = corpus_bleu(greedy_translations(model, test, data.src, data.tgt), references);
-  fmt::print(
-      "freedict test BLEU (greedy, {} pairs, lower-cased tokens): {:.2f}  (n-gram precisions {:.1f}/{:.1f}/"
-      "{:.1f}/{:.1f}%, brevity penalty {:.3f})\n",
-      test.size(), bleu.bleu, 100 * bleu.precisions[0], 100 * bleu.precisions[1], 100 * bleu.precisions[2],
-      100 * bleu.precisions[3], bleu.brevity_penalty);
-  if (!test.empty()) write_pictures(o, "freedict", curves, model, test.front(), data.src, data.tgt);
+  for (const auto& p : data.words.test) references.push_back(p.tgt);
+  const std::size_t shown = std::min<std::size_t>(8, test.size());
+  print_table({data.words.test.begin(), data.words.test.begin() + static_cast<std::ptrdiff_t>(shown)},
+              {greedy.begin(), greedy.begin() + static_cast<std::ptrdiff_t>(shown)}, " ");
+  print_bleu("greedy", test.size(), corpus_bleu(greedy, references));
+  if (o.beam > 1)
+    print_bleu(fmt::format("beam {}, length penalty {}", o.beam, o.alpha).c_str(), test.size(),
+               corpus_bleu(translate_words(model, data, test, o.beam, o.alpha), references));
+  if (o.average > 0) {  // scored after the final weights, which stay the checkpoint's and the pictures'
+    add_weights();
+    const sf::nn::StateDict final_weights = [&] {
+      sf::NoGradGuard no_grad;
+      sf::nn::StateDict copy;
+      for (const auto& [name, t] : model.state_dict()) copy[name] = t * 1.0;
+      return copy;
+    }();
+    {
+      sf::NoGradGuard no_grad;
+      for (auto& [name, t] : weight_sum) t = t * (1.0 / static_cast<double>(averaged));
+    }
+    model.load_state_dict(weight_sum);
+    print_bleu(fmt::format("greedy, mean weights of the last {}", averaged).c_str(), test.size(),
+               corpus_bleu(translate_words(model, data, test, 0, 0), references));
+    if (o.beam > 1)
+      print_bleu(fmt::format("beam {}, mean weights of the last {}", o.beam, averaged).c_str(), test.size(),
+                 corpus_bleu(translate_words(model, data, test, o.beam, o.alpha), references));
+    model.load_state_dict(final_weights);
+  }
+  if (!o.export_dir.empty()) export_data(o.export_dir, data, greedy);
+  if (!test.empty()) write_pictures(o, "freedict", curves, model, test.front(), data.src.vocab, data.tgt.vocab);
+  const Collapse c = collapse_of(greedy);
+  fmt::print("greedy translations: {:.1f}% empty, {} distinct of {}\n", 100 * c.empty, c.distinct, greedy.size());
+  if (c.collapsed()) fmt::print("the model has collapsed: it answers every sentence alike\n");
+  return c.collapsed() ? 1 : 0;
+}
+
+// --- bleu --------------------------------------------------------------------------------------------
+// The demo's scorer for translations made elsewhere (tools/compare/torch_freedict.py): each line read as
+// text_tokens reads it, the same corpus BLEU the freedict task prints.
+int run_bleu(const Options& o) {
+  std::vector<std::vector<std::vector<std::string>>> sides(2);
+  for (int k = 0; k < 2; ++k) {
+    std::ifstream in(o.bleu_files[k]);
+    if (!in) throw std::invalid_argument("bleu: cannot read " + o.bleu_files[k].string());
+    for (std::string line; std::getline(in, line);) sides[k].push_back(text_tokens(line));
+  }
+  if (sides[0].size() != sides[1].size())
+    throw std::invalid_argument(fmt::format("bleu: {} has {} lines, {} has {}", o.bleu_files[0].string(),
+                                            sides[0].size(), o.bleu_files[1].string(), sides[1].size()));
+  print_bleu(o.bleu_files[1].filename().string().c_str(), sides[0].size(), corpus_bleu(sides[1], sides[0]));
   return 0;
 }
 
@@ -330,32 +506,37 @@ int run_translate(Options o) {
   const bool numerals = o.task == "numerals";
   if (!numerals && o.task != "freedict")
     throw std::invalid_argument("--task must be numerals or freedict, got " + o.task);
-  Vocabulary sv, tv;
+  Side src, tgt;  // word-level sides, or the subword models saved beside the checkpoint
   if (numerals) {
     const NumeralVocabularies v = numeral_vocabularies();
-    sv = v.src, tv = v.tgt;
+    src.vocab = v.src, tgt.vocab = v.tgt;
+  } else if (std::filesystem::exists(subword_file(o.load, "de"))) {
+    src.subwords = Subwords::load(subword_file(o.load, "de"));
+    tgt.subwords = Subwords::load(subword_file(o.load, "en"));
+    src.vocab = src.subwords->vocabulary(), tgt.vocab = tgt.subwords->vocabulary();
   } else {
-    const FreedictData d(o.dict);
-    sv = d.src, tv = d.tgt;
+    o.tokens = "words";
+    const FreedictData d(o);
+    src = d.src, tgt = d.tgt;
   }
   sf::Generator gen(o.common.seed), data_gen(0);
-  Transformer model(model_config(o, sv, tv), gen);
+  Transformer model(model_config(o, src.vocab, tgt.vocab), gen);
   Trainer trainer(model, {});
   trainer.load(o.load, {{"model", &gen}, {"data", &data_gen}});
   model.eval();
   fmt::print("{}, an empty line ends\n",
              numerals ? "type a Chinese numeral (e.g. 三百二十一)" : "type a German phrase (e.g. ein altes Haus)");
   for (std::string line; std::getline(std::cin, line) && !line.empty();) {
-    const Pair p{numerals ? char_tokens(line) : text_tokens(line), {}};
-    const Batch b = make_batch({p}, sv, tv);
-    const auto words = tv.decode(greedy_decode(model, b.src, {.max_len = 20})[0]);
-    fmt::print("{}\n", join(words));
-    sf::NoGradGuard no_grad;
-    const Batch with_tgt = make_batch({{p.src, words}}, sv, tv);
+    const Pair p{numerals ? char_tokens(line) : src.tokens(text_tokens(line)), {}};
+    const Batch b = make_batch({p}, src.vocab, tgt.vocab);
+    const auto tokens = tgt.vocab.decode(greedy_decode(model, b.src, {.max_len = max_output_length(b.src.size(1))})[0]);
+    fmt::print("{}\n", join(tgt.words(tokens)));
+    sf::NoGradGuard no_grad;  // the attention over the model's own tokens (pieces, for a subword model)
+    const Batch with_tgt = make_batch({{p.src, tokens}}, src.vocab, tgt.vocab);
     const auto dec = (*model.decoder)(with_tgt.tgt_in, model.encode(with_tgt.src));
     const sf::Tensor w = sf::mean(dec.cross_attention.back(), {1});
     std::vector<std::string> rows{"<bos>"};
-    rows.insert(rows.end(), words.begin(), words.end());
+    rows.insert(rows.end(), tokens.begin(), tokens.end());
     fmt::print("{}", sf::demo::format_matrix(sf::reshape(w, {w.size(1), w.size(2)}), rows, p.src));
   }
   return 0;
@@ -381,11 +562,30 @@ int main(int argc, char** argv) {
   app.add_option("--load", o.load, "resume from a checkpoint (numerals, freedict, translate)");
   app.add_option("--dict", o.dict, "the FreeDict German-English dictionary (freedict)")->capture_default_str();
   app.add_option("--task", o.task, "translate: numerals or freedict")->capture_default_str();
+  app.add_option("--tokens", o.tokens, "freedict: words, or SentencePiece subwords bpe or unigram")
+      ->check(CLI::IsMember({"words", "bpe", "unigram"}))
+      ->capture_default_str();
+  app.add_option("--vocab", o.vocab, "freedict: subword vocabulary size per language")->capture_default_str();
+  app.add_option("--batch-tokens", o.batch_tokens, "freedict: batch by padded tokens instead of pairs (0: off)")
+      ->capture_default_str();
+  app.add_option("--average", o.average, "freedict: also score the mean weights of the last N, 500 steps apart")
+      ->capture_default_str();
+  app.add_option("--export", o.export_dir,
+                 "freedict: write the splits as tokens, the vocabularies, the test references and our greedy "
+                 "translations to DIR (tools/compare/torch_freedict.py reads them)");
+  app.add_flag("--joint-vocab", o.joint_vocab, "freedict: one subword vocabulary for German and English");
+  app.add_option("--beam", o.beam, "freedict: beam width for the second test BLEU (0: greedy only)")
+      ->capture_default_str();
+  app.add_option("--alpha", o.alpha, "freedict: beam search length penalty")->capture_default_str();
   app.fallthrough();  // options may follow the sub-command (sub-commands inherit this)
   auto* toy = app.add_subcommand("toy", "seed 000's three pairs, to exact translations");
   auto* numerals = app.add_subcommand("numerals", "Chinese numerals to English words, held-out test");
   auto* freedict = app.add_subcommand("freedict", "German to English phrases from FreeDict, test BLEU");
   auto* translate = app.add_subcommand("translate", "read lines from stdin and translate them (needs --load)");
+  auto* bleu = app.add_subcommand("bleu", "corpus BLEU of a file of translations against one of references");
+  bleu->add_option("files", o.bleu_files, "REFERENCES TRANSLATIONS: one sentence per line, lower-cased words")
+      ->required()
+      ->expected(2);
   app.require_subcommand(0, 1);
   CLI11_PARSE(app, argc, argv);
   try {
@@ -394,6 +594,7 @@ int main(int argc, char** argv) {
     if (numerals->parsed()) return run_numerals(o);
     if (freedict->parsed()) return run_freedict(o);
     if (translate->parsed()) return run_translate(o);
+    if (bleu->parsed()) return run_bleu(o);
     const int rc = run_toy(o);
     fmt::print("\n");
     return rc | run_numerals(o);

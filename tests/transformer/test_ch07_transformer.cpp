@@ -248,6 +248,41 @@ TEST_CASE("held-out numbers never appear in training batches", "[ch07][data]") {
   CHECK(std::abs(static_cast<double>(in_test) / 5000.0 - 0.1) < 0.02);
 }
 
+TEST_CASE("batches by tokens: every pair once, each batch within the budget", "[ch07][data]") {
+  std::vector<Pair> pairs;
+  Vocabulary sv, tv;
+  for (int n = 1; n <= 40; ++n) {  // sources of 1..8 words, targets of 1..10
+    Pair p;
+    for (int k = 0; k <= n % 8; ++k) p.src.push_back("s" + std::to_string(k));
+    for (int k = 0; k <= n * 3 % 10; ++k) p.tgt.push_back("t" + std::to_string(n) + "_" + std::to_string(k));
+    for (const auto& w : p.src) sv.add(w);
+    for (const auto& w : p.tgt) tv.add(w);
+    pairs.push_back(p);
+  }
+  pairs.push_back({std::vector<std::string>(20, "s0"), {"t1_0"}});  // longer than the budget: a batch of its own
+  const std::int64_t budget = 24;
+  const auto batches = make_token_batches(pairs, sv, tv, budget);
+  std::multiset<std::int64_t> seen, expected;  // each pair's first target id (unique per pair but the long one)
+  for (const auto& p : pairs) expected.insert(tv.id(p.tgt[0]));
+  std::int64_t full = 0;
+  for (const Batch& b : batches) {
+    const std::int64_t padded = b.src.size(0) * std::max(b.src.size(1), b.tgt_in.size(1));
+    CAPTURE(b.src.shape(), b.tgt_in.shape());
+    if (b.src.size(0) > 1)
+      CHECK(padded <= budget);
+    else
+      CHECK((padded <= budget || b.src.size(1) == 20));
+    full += padded > budget / 2;
+    for (std::int64_t i = 0; i < b.tgt_out.size(0); ++i) seen.insert(b.tgt_out.at({i, 0}));
+  }
+  CHECK(seen == expected);
+  CHECK(full >= static_cast<std::int64_t>(batches.size()) - 2);  // batches are filled, not one pair each
+  // The target side is read with BOS in front: 5 target words take 6 positions, so a budget of 10 holds one pair.
+  const std::vector<Pair> long_targets(4, Pair{{"s0"}, {"t1_0", "t1_0", "t1_0", "t1_0", "t1_0"}});
+  for (const Batch& b : make_token_batches(long_targets, sv, tv, 10)) CHECK(b.tgt_in.shape() == Shape{1, 6});
+  CHECK_THROWS_AS(make_token_batches(pairs, sv, tv, 0), ValueError);
+}
+
 TEST_CASE("batches: shifted targets, padding, token counts", "[ch07][data]") {
   const auto pairs = toy_pairs();
   std::vector<std::vector<std::string>> src, tgt;

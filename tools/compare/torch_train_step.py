@@ -18,20 +18,22 @@ from torch import nn
 
 
 class Model(nn.Module):
-    def __init__(self, vocab, d_model, layers, heads, d_ff, max_len=256):
+    """The paper's encoder-decoder (post-norm), embeddings times sqrt(d_model) plus sinusoidal positions."""
+
+    def __init__(self, src_vocab, tgt_vocab, d_model, layers, heads, d_ff, dropout=0.1, max_len=256):
         super().__init__()
         self.d_model = d_model
-        self.src_embed = nn.Embedding(vocab, d_model, padding_idx=0)
-        self.tgt_embed = nn.Embedding(vocab, d_model, padding_idx=0)
+        self.src_embed = nn.Embedding(src_vocab, d_model, padding_idx=0)
+        self.tgt_embed = nn.Embedding(tgt_vocab, d_model, padding_idx=0)
         pos = torch.arange(max_len).unsqueeze(1)
         div = torch.exp(torch.arange(0, d_model, 2) * (-math.log(10000.0) / d_model))
         pe = torch.zeros(max_len, d_model)
         pe[:, 0::2] = torch.sin(pos * div)
         pe[:, 1::2] = torch.cos(pos * div)
         self.register_buffer("pe", pe)
-        self.drop = nn.Dropout(0.1)
-        self.transformer = nn.Transformer(d_model, heads, layers, layers, d_ff, 0.1, batch_first=True)
-        self.out = nn.Linear(d_model, vocab)
+        self.drop = nn.Dropout(dropout)
+        self.transformer = nn.Transformer(d_model, heads, layers, layers, d_ff, dropout, batch_first=True)
+        self.out = nn.Linear(d_model, tgt_vocab)
 
     def embed(self, table, ids):
         return self.drop(table(ids) * math.sqrt(self.d_model) + self.pe[: ids.size(1)])
@@ -57,7 +59,7 @@ def main():
     batch, length = (32, 32) if base else (64, 16)
     steps = a.steps or (5 if base else 30)
     torch.manual_seed(1)
-    model = Model(8000, d, layers, heads, d_ff)
+    model = Model(8000, 8000, d, layers, heads, d_ff)
     opt = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
     loss_fn = nn.CrossEntropyLoss(ignore_index=0, label_smoothing=0.1)
     src, tgt_in, tgt_out = (torch.randint(4, 8000, (batch, length)) for _ in range(3))

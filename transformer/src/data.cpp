@@ -125,6 +125,30 @@ std::vector<Batch> make_batches(std::vector<Pair> pairs, const Vocabulary& sv, c
   return out;
 }
 
+std::vector<Batch> make_token_batches(std::vector<Pair> pairs, const Vocabulary& sv, const Vocabulary& tv,
+                                      std::int64_t max_tokens) {
+  if (max_tokens < 1)
+    throw ValueError(fmt::format("make_token_batches: max_tokens must be positive, got {}", max_tokens));
+  std::stable_sort(pairs.begin(), pairs.end(), [](const Pair& a, const Pair& b) {
+    return std::pair(a.src.size(), a.tgt.size()) < std::pair(b.src.size(), b.tgt.size());
+  });
+  std::vector<Batch> out;
+  std::size_t first = 0, longest = 0;  // the open batch: pairs[first, i), its longest padded side
+  for (std::size_t i = 0; i <= pairs.size(); ++i) {
+    const std::size_t len = i < pairs.size() ? std::max(pairs[i].src.size(), pairs[i].tgt.size() + 1) : 0;
+    const bool fits =
+        i < pairs.size() && (i - first + 1) * std::max(longest, len) <= static_cast<std::size_t>(max_tokens);
+    if (!fits && i > first) {  // close the open batch (a pair longer than the budget still gets one of its own)
+      out.push_back(make_batch(
+          {pairs.begin() + static_cast<std::ptrdiff_t>(first), pairs.begin() + static_cast<std::ptrdiff_t>(i)}, sv,
+          tv));
+      first = i, longest = 0;
+    }
+    longest = std::max(longest, len);
+  }
+  return out;
+}
+
 std::vector<Pair> toy_pairs() {
   return {{word_tokens("我 有 一 个 好 朋 友"), word_tokens("I have a good friend .")},
           {word_tokens("我 有 零 个 女 朋 友"), word_tokens("I have zero girl friend .")},

@@ -74,6 +74,8 @@ double evaluate_loss(Transformer& model, const std::vector<Batch>& batches) {
   return tokens ? total / static_cast<double>(tokens) : 0.0;
 }
 
+std::int64_t max_output_length(std::int64_t source_length) { return 2 * source_length + 10; }
+
 std::vector<std::vector<std::string>> greedy_translations(Transformer& model, const std::vector<Pair>& pairs,
                                                           const Vocabulary& sv, const Vocabulary& tv,
                                                           std::int64_t batch_size) {
@@ -84,9 +86,20 @@ std::vector<std::vector<std::string>> greedy_translations(Transformer& model, co
         pairs.begin() + static_cast<std::ptrdiff_t>(i),
         pairs.begin() + static_cast<std::ptrdiff_t>(std::min(pairs.size(), i + static_cast<std::size_t>(batch_size))));
     const Batch b = make_batch(chunk, sv, tv);
-    DecodeOptions o;
-    o.max_len = b.tgt_out.size(1) + 5;
-    for (const auto& ids : greedy_decode(model, b.src, o)) out.push_back(tv.decode(ids));
+    for (const auto& ids : greedy_decode(model, b.src, {.max_len = max_output_length(b.src.size(1))}))
+      out.push_back(tv.decode(ids));
+  }
+  return out;
+}
+
+std::vector<std::vector<std::string>> beam_translations(Transformer& model, const std::vector<Pair>& pairs,
+                                                        const Vocabulary& sv, const Vocabulary& tv, std::int64_t width,
+                                                        double alpha) {
+  model.eval();
+  std::vector<std::vector<std::string>> out;
+  for (const Pair& p : pairs) {
+    const Batch b = make_batch({{p.src, {}}}, sv, tv);
+    out.push_back(tv.decode(beam_decode(model, b.src, width, alpha, {.max_len = max_output_length(b.src.size(1))})[0]));
   }
   return out;
 }

@@ -57,6 +57,12 @@ Batch make_batch(const std::vector<Pair>& pairs, const Vocabulary& src_vocab, co
 std::vector<Batch> make_batches(std::vector<Pair> pairs, const Vocabulary& src_vocab, const Vocabulary& tgt_vocab,
                                 std::int64_t batch_size);
 
+// Batches by tokens, as the paper does (5.1: "each training batch contained ... approximately 25000 source
+// tokens and 25000 target tokens"): sorted by length, each batch as many pairs as fit in `max_tokens` padded
+// positions of its longer side (source, or target + BOS); a pair longer than that is a batch of its own.
+std::vector<Batch> make_token_batches(std::vector<Pair> pairs, const Vocabulary& src_vocab, const Vocabulary& tgt_vocab,
+                                      std::int64_t max_tokens);
+
 // --- data sets -----------------------------------------------------------------------------------
 // Seed 000's three zh -> en pairs (docs/seeds.md) ("我 有 一 个 好 朋 友" -> "I have a good friend .").
 std::vector<Pair> toy_pairs();

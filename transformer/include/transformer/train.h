@@ -55,10 +55,19 @@ std::int64_t restore_training_metadata(const nn::Metadata& meta, const std::file
 // Mean loss per target token over batches, in eval mode (no dropout, no label smoothing), without a graph.
 double evaluate_loss(Transformer& model, const std::vector<Batch>& batches);
 
+// Output tokens allowed for a source of S tokens: 2 S + 10 (English may take more words than German, and
+// subwords split words unevenly) — never the reference's length, which a translator does not know.
+std::int64_t max_output_length(std::int64_t source_length);
+
 // Greedy translations of every pair's source, in batches, in eval mode.
 std::vector<std::vector<std::string>> greedy_translations(Transformer& model, const std::vector<Pair>& pairs,
                                                           const Vocabulary& src_vocab, const Vocabulary& tgt_vocab,
                                                           std::int64_t batch_size = 64);
+
+// Beam search (decoding.h) of every pair's source, one at a time: `width` prefixes, GNMT length penalty `alpha`.
+std::vector<std::vector<std::string>> beam_translations(Transformer& model, const std::vector<Pair>& pairs,
+                                                        const Vocabulary& src_vocab, const Vocabulary& tgt_vocab,
+                                                        std::int64_t width, double alpha = 0.6);
 
 // The fraction of pairs whose greedy translation equals the reference exactly.
 double exact_match(Transformer& model, const std::vector<Pair>& pairs, const Vocabulary& src_vocab,
