@@ -50,10 +50,10 @@ struct Options {
   bool joint_vocab = false;          // freedict: one SentencePiece model for German and English
   std::filesystem::path export_dir;  // freedict: write the tokenised splits for tools/compare/torch_freedict.py
   std::vector<std::filesystem::path> bleu_files;  // bleu: REFERENCES TRANSLATIONS
-  std::int64_t batch_tokens = 0;                  // freedict: padded positions per batch (0: --batch pairs per batch)
-  std::int64_t average = 0;  // freedict: average the weights of the last N checkpoints, 500 steps apart
-  std::int64_t beam = 4;     // freedict: beam width of the second BLEU (0 or 1: greedy only)
-  double alpha = 0.6;        // freedict: GNMT length penalty of the beam search
+  std::int64_t batch_tokens = -1;  // freedict: padded positions per batch (0: --batch pairs; < 0: the recipe's)
+  std::int64_t average = 0;        // freedict: average the weights of the last N checkpoints, 500 steps apart
+  std::int64_t beam = 4;           // freedict: beam width of the second BLEU (0 or 1: greedy only)
+  double alpha = 0.6;              // freedict: GNMT length penalty of the beam search
 };
 
 Config model_config(const Options& o, const Vocabulary& sv, const Vocabulary& tv) {
@@ -281,6 +281,21 @@ int run_numerals(Options o) {
 }
 
 // --- freedict ----------------------------------------------------------------------------------------
+// The recipe `./run demo freedict` trains (docs/07_transformer.md, "Real data": the measurements behind it).
+struct FreedictRecipe {
+  std::int64_t d_model, layers, heads, d_ff, batch_tokens, warmup, steps;
+  double lr_factor, dropout;
+};
+constexpr FreedictRecipe kFreedictRecipe{.d_model = 128,
+                                         .layers = 2,
+                                         .heads = 4,
+                                         .d_ff = 512,
+                                         .batch_tokens = 0,
+                                         .warmup = 1000,
+                                         .steps = 6000,
+                                         .lr_factor = 0.5,
+                                         .dropout = 0.1};
+
 // How one language's text becomes the model's tokens: words (text_tokens; words seen once become <unk>), or
 // SentencePiece pieces learned from the training split (transformer/subwords.h).
 struct Side {
@@ -311,9 +326,9 @@ struct FreedictData {
           "{} is missing: install Debian's dict-freedict-deu-eng (`./run demo freedict` does) or pass --dict",
           o.dict.string()));
     words = split_pairs(freedict_examples(read_gzip_file(o.dict)), kMaxWords);
-    std::vector<std::vector<std::string>> s, t;
-    for (const auto& p : words.train) s.push_back(p.src), t.push_back(p.tgt);
     if (o.tokens == "words") {
+      std::vector<std::vector<std::string>> s, t;
+      for (const auto& p : words.train) s.push_back(p.src), t.push_back(p.tgt);
       src.vocab = Vocabulary::build(s, 2);
       tgt.vocab = Vocabulary::build(t, 2);
     } else {  // the training split only: no valid or test sentence shapes the pieces
@@ -395,13 +410,14 @@ void export_data(const std::filesystem::path& dir, const FreedictData& d,
 }
 
 int run_freedict(Options o) {
-  if (o.dropout < 0) o.dropout = 0.1;
-  if (o.warmup <= 0) o.warmup = 1000;  // real data: a gentler start than numerals' 200 (200 gave BLEU 1.9)
-  if (o.lr_factor <= 0) o.lr_factor = 1.0;
+  if (o.dropout < 0) o.dropout = kFreedictRecipe.dropout;
+  if (o.warmup <= 0) o.warmup = kFreedictRecipe.warmup;
+  if (o.lr_factor <= 0) o.lr_factor = kFreedictRecipe.lr_factor;
+  if (o.batch_tokens < 0) o.batch_tokens = kFreedictRecipe.batch_tokens;
   const auto read_start = Clock::now();
   const FreedictData data(o);
   const auto& [train, valid, test] = data.tokens;
-  const std::int64_t steps = o.steps ? o.steps : 4000;
+  const std::int64_t steps = o.steps ? o.steps : kFreedictRecipe.steps;
   sf::Generator gen(o.common.seed), data_gen(o.common.seed + 1);
   Transformer model(model_config(o, data.src.vocab, data.tgt.vocab), gen);
   Trainer trainer(model, {.warmup = o.warmup, .lr_factor = o.lr_factor});
@@ -548,15 +564,17 @@ int main(int argc, char** argv) {
   Options o;
   CLI::App app{"07_transformer: the whole Transformer, trained on toy pairs, Chinese numerals and German phrases"};
   sf::demo::add_common_options(app, o.common);
-  app.add_option("--steps", o.steps, "training steps (default: 150 toy, 5000 numerals, 4000 freedict)");
+  app.add_option("--steps", o.steps, "training steps (default: 150 toy, 5000 numerals, freedict: its recipe)");
   app.add_option("--batch", o.batch, "pairs per batch (numerals)")->capture_default_str();
-  app.add_option("--lr-factor", o.lr_factor, "factor of the warmup schedule (default: 0.3 toy, 1 numerals, freedict)");
-  app.add_option("--warmup", o.warmup, "warmup steps of the schedule (default: 30 toy, 200 numerals, 1000 freedict)");
-  app.add_option("--d-model", o.d_model, "model size")->capture_default_str();
+  app.add_option("--lr-factor", o.lr_factor,
+                 "factor of the warmup schedule (default: 0.3 toy, 1 numerals, freedict: its recipe)");
+  app.add_option("--warmup", o.warmup,
+                 "warmup steps of the schedule (default: 30 toy, 200 numerals, freedict: its recipe)");
+  app.add_option("--d-model", o.d_model, "model size (freedict: its recipe)")->capture_default_str();
   app.add_option("--layers", o.layers, "encoder and decoder layers")->capture_default_str();
   app.add_option("--heads", o.heads, "attention heads")->capture_default_str();
   app.add_option("--d-ff", o.d_ff, "feed-forward size")->capture_default_str();
-  app.add_option("--dropout", o.dropout, "dropout (default: 0.1 toy, 0 numerals)");
+  app.add_option("--dropout", o.dropout, "dropout (default: 0.1 toy, 0 numerals, freedict: its recipe)");
   app.add_option("--threads", o.threads, "CPU threads (default: all cores)");
   app.add_option("--save", o.save, "write a checkpoint at the end (numerals, freedict)");
   app.add_option("--load", o.load, "resume from a checkpoint (numerals, freedict, translate)");
@@ -565,9 +583,10 @@ int main(int argc, char** argv) {
   app.add_option("--tokens", o.tokens, "freedict: words, or SentencePiece subwords bpe or unigram")
       ->check(CLI::IsMember({"words", "bpe", "unigram"}))
       ->capture_default_str();
-  app.add_option("--vocab", o.vocab, "freedict: subword vocabulary size per language")->capture_default_str();
-  app.add_option("--batch-tokens", o.batch_tokens, "freedict: batch by padded tokens instead of pairs (0: off)")
+  app.add_option("--vocab", o.vocab, "freedict: subword pieces per language (in all, with --joint-vocab)")
       ->capture_default_str();
+  app.add_option("--batch-tokens", o.batch_tokens,
+                 "freedict: padded tokens per batch (0: --batch pairs, the recipe's)");
   app.add_option("--average", o.average, "freedict: also score the mean weights of the last N, 500 steps apart")
       ->capture_default_str();
   app.add_option("--export", o.export_dir,
@@ -588,6 +607,15 @@ int main(int argc, char** argv) {
       ->expected(2);
   app.require_subcommand(0, 1);
   CLI11_PARSE(app, argc, argv);
+  // freedict's recipe (docs/07_transformer.md, "Real data"): the model shape the user did not choose. translate
+  // --task freedict needs the same shape to load the checkpoint.
+  if (freedict->parsed() || (translate->parsed() && o.task == "freedict")) {
+    auto unset = [&](const char* name) { return app.count(name) == 0; };
+    if (unset("--d-model")) o.d_model = kFreedictRecipe.d_model;
+    if (unset("--layers")) o.layers = kFreedictRecipe.layers;
+    if (unset("--heads")) o.heads = kFreedictRecipe.heads;
+    if (unset("--d-ff")) o.d_ff = kFreedictRecipe.d_ff;
+  }
   try {
     if (o.threads > 0) omp_set_num_threads(o.threads);
     if (toy->parsed()) return run_toy(o);
