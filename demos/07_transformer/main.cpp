@@ -374,7 +374,7 @@ Collapse collapse_of(const std::vector<std::vector<std::string>>& translations) 
           distinct.size()};
 }
 
-void print_bleu(const char* how, std::size_t pairs, const BleuScore& bleu) {
+void print_bleu(const std::string& how, std::size_t pairs, const BleuScore& bleu) {
   fmt::print(
       "freedict test BLEU ({}, {} pairs, lower-cased words): {:.2f}  (n-gram precisions {:.1f}/{:.1f}/{:.1f}/{:.1f}%, "
       "brevity penalty {:.3f})\n",
@@ -465,28 +465,24 @@ int run_freedict(Options o) {
   const std::size_t shown = std::min<std::size_t>(8, test.size());
   print_table({data.words.test.begin(), data.words.test.begin() + static_cast<std::ptrdiff_t>(shown)},
               {greedy.begin(), greedy.begin() + static_cast<std::ptrdiff_t>(shown)}, " ");
-  print_bleu("greedy", test.size(), corpus_bleu(greedy, references));
-  if (o.beam > 1)
-    print_bleu(fmt::format("beam {}, length penalty {}", o.beam, o.alpha).c_str(), test.size(),
-               corpus_bleu(translate_words(model, data, test, o.beam, o.alpha), references));
+  // Greedy BLEU, then beam search's, of the weights the model holds; `which` says which weights they are.
+  auto score = [&](const std::string& which, const std::vector<std::vector<std::string>>& greedy_words) {
+    print_bleu("greedy" + which, test.size(), corpus_bleu(greedy_words, references));
+    if (o.beam > 1)
+      print_bleu(fmt::format("beam {}, length penalty {}{}", o.beam, o.alpha, which), test.size(),
+                 corpus_bleu(translate_words(model, data, test, o.beam, o.alpha), references));
+  };
+  score("", greedy);
   if (o.average > 0) {  // scored after the final weights, which stay the checkpoint's and the pictures'
     add_weights();
-    const sf::nn::StateDict final_weights = [&] {
-      sf::NoGradGuard no_grad;
-      sf::nn::StateDict copy;
-      for (const auto& [name, t] : model.state_dict()) copy[name] = t * 1.0;
-      return copy;
-    }();
+    sf::nn::StateDict final_weights;
     {
       sf::NoGradGuard no_grad;
+      for (const auto& [name, t] : model.state_dict()) final_weights[name] = t * 1.0;  // a copy, not a view
       for (auto& [name, t] : weight_sum) t = t * (1.0 / static_cast<double>(averaged));
     }
     model.load_state_dict(weight_sum);
-    print_bleu(fmt::format("greedy, mean weights of the last {}", averaged).c_str(), test.size(),
-               corpus_bleu(translate_words(model, data, test, 0, 0), references));
-    if (o.beam > 1)
-      print_bleu(fmt::format("beam {}, mean weights of the last {}", o.beam, averaged).c_str(), test.size(),
-                 corpus_bleu(translate_words(model, data, test, o.beam, o.alpha), references));
+    score(fmt::format(", mean weights of the last {}", averaged), translate_words(model, data, test, 0, 0));
     model.load_state_dict(final_weights);
   }
   if (!o.export_dir.empty()) export_data(o.export_dir, data, greedy);
@@ -510,7 +506,7 @@ int run_bleu(const Options& o) {
   if (sides[0].size() != sides[1].size())
     throw std::invalid_argument(fmt::format("bleu: {} has {} lines, {} has {}", o.bleu_files[0].string(),
                                             sides[0].size(), o.bleu_files[1].string(), sides[1].size()));
-  print_bleu(o.bleu_files[1].filename().string().c_str(), sides[0].size(), corpus_bleu(sides[1], sides[0]));
+  print_bleu(o.bleu_files[1].filename().string(), sides[0].size(), corpus_bleu(sides[1], sides[0]));
   return 0;
 }
 
