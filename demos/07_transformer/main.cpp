@@ -48,6 +48,7 @@ struct Options {
   std::string tokens = "bpe";        // freedict: words, bpe or unigram
   int vocab = 4000;                  // freedict: SentencePiece pieces per language (or in all, joint)
   bool joint_vocab = false;          // freedict: one SentencePiece model for German and English
+  bool tie_output = false;           // freedict, translate: the output projection is the target embedding (3.4)
   std::filesystem::path export_dir;  // freedict: write the tokenised splits for tools/compare/torch_freedict.py
   std::vector<std::filesystem::path> bleu_files;  // bleu: REFERENCES TRANSLATIONS
   std::int64_t batch_tokens = -1;  // freedict: padded positions per batch (0: --batch pairs; < 0: the recipe's)
@@ -419,7 +420,7 @@ int run_freedict(Options o) {
   const auto& [train, valid, test] = data.tokens;
   const std::int64_t steps = o.steps ? o.steps : kFreedictRecipe.steps;
   sf::Generator gen(o.common.seed), data_gen(o.common.seed + 1);
-  Transformer model(model_config(o, data.src.vocab, data.tgt.vocab), gen);
+  Transformer model(model_config(o, data.src.vocab, data.tgt.vocab), gen, o.tie_output);
   Trainer trainer(model, {.warmup = o.warmup, .lr_factor = o.lr_factor});
   if (!o.load.empty()) {
     trainer.load(o.load, {{"model", &gen}, {"data", &data_gen}});
@@ -532,7 +533,7 @@ int run_translate(Options o) {
     src = d.src, tgt = d.tgt;
   }
   sf::Generator gen(o.common.seed), data_gen(0);
-  Transformer model(model_config(o, src.vocab, tgt.vocab), gen);
+  Transformer model(model_config(o, src.vocab, tgt.vocab), gen, o.tie_output);
   Trainer trainer(model, {});
   trainer.load(o.load, {{"model", &gen}, {"data", &data_gen}});
   model.eval();
@@ -589,6 +590,8 @@ int main(int argc, char** argv) {
                  "freedict: write the splits as tokens, the vocabularies, the test references and our greedy "
                  "translations to DIR (tools/compare/torch_freedict.py reads them)");
   app.add_flag("--joint-vocab", o.joint_vocab, "freedict: one subword vocabulary for German and English");
+  app.add_flag("--tie-output", o.tie_output,
+               "freedict, translate: the output projection reuses the English embedding's weights");
   app.add_option("--beam", o.beam, "freedict: beam width for the second test BLEU (0: greedy only)")
       ->capture_default_str();
   app.add_option("--alpha", o.alpha, "freedict: beam search length penalty")->capture_default_str();

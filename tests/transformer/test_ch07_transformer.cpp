@@ -46,6 +46,21 @@ TEST_CASE("every tensor the Transformer makes to require grad is one of its para
         }) == std::vector<std::string>{});  // lists the shapes of any unregistered leaf
 }
 
+TEST_CASE("a tied output projection is the target embedding: its logits, and a gradient from both uses", "[ch07]") {
+  Generator untied_gen(3), tied_gen(3), data_gen(4);
+  Transformer untied(tiny(11, 12), untied_gen), tied(tiny(11, 12), tied_gen, true);
+  const Config& c = tied.cfg;
+  CHECK(tied.generator == nullptr);
+  CHECK(untied.parameter_count() - tied.parameter_count() == c.tgt_vocab * c.d_model + c.tgt_vocab);
+  const Tensor& embedding = tied.decoder->embed->tokens->weight;  // [V, D]
+  const Tensor h = randn({2, 3, c.d_model}, data_gen);
+  CHECK(close(tied.logits(h), matmul(h, transpose(embedding, 0, 1)), 1e-6, 1e-6));
+  // The decoder reads targets 1, 5, 7 only: every other row of the embedding learns through the output alone.
+  sum(tied.forward(ids({1, 2, 3, 0}, 1), ids({1, 5, 7}, 1))).backward();
+  const Tensor row = narrow(embedding.grad(), 0, 9, 1);
+  CHECK(sum(row * row).item() > 0);
+}
+
 TEST_CASE("model FLOPs: the formula equals the products of the model's own weights and attention maps", "[ch07]") {
   // Counted a second way, from the parameters a model built from the config really has: each Linear weight
   // [out, in] costs 2 in out per token of the side it reads (sources for the encoder and the cross-attention's
