@@ -51,10 +51,10 @@ struct Options {
   bool tie_output = false;           // freedict, translate: the output projection is the target embedding (3.4)
   std::filesystem::path export_dir;  // freedict: write the tokenised splits for tools/compare/torch_freedict.py
   std::vector<std::filesystem::path> bleu_files;  // bleu: REFERENCES TRANSLATIONS
-  std::int64_t batch_tokens = -1;  // freedict: padded positions per batch (0: --batch pairs; < 0: the recipe's)
-  std::int64_t average = 0;        // freedict: average the weights of the last N checkpoints, 500 steps apart
-  std::int64_t beam = 4;           // freedict: beam width of the second BLEU (0 or 1: greedy only)
-  double alpha = 0.6;              // freedict: GNMT length penalty of the beam search
+  std::int64_t batch_tokens = 0;                  // freedict: padded positions per batch (0: --batch pairs per batch)
+  std::int64_t average = 0;  // freedict: average the weights of the last N checkpoints, 500 steps apart
+  std::int64_t beam = 4;     // freedict: beam width of the second BLEU (0 or 1: greedy only)
+  double alpha = 0.6;        // freedict: GNMT length penalty of the beam search
 };
 
 Config model_config(const Options& o, const Vocabulary& sv, const Vocabulary& tv) {
@@ -411,14 +411,10 @@ void export_data(const std::filesystem::path& dir, const FreedictData& d,
 }
 
 int run_freedict(Options o) {
-  if (o.dropout < 0) o.dropout = kFreedictRecipe.dropout;
-  if (o.warmup <= 0) o.warmup = kFreedictRecipe.warmup;
-  if (o.lr_factor <= 0) o.lr_factor = kFreedictRecipe.lr_factor;
-  if (o.batch_tokens < 0) o.batch_tokens = kFreedictRecipe.batch_tokens;
   const auto read_start = Clock::now();
   const FreedictData data(o);
   const auto& [train, valid, test] = data.tokens;
-  const std::int64_t steps = o.steps ? o.steps : kFreedictRecipe.steps;
+  const std::int64_t steps = o.steps;
   sf::Generator gen(o.common.seed), data_gen(o.common.seed + 1);
   Transformer model(model_config(o, data.src.vocab, data.tgt.vocab), gen, o.tie_output);
   Trainer trainer(model, {.warmup = o.warmup, .lr_factor = o.lr_factor});
@@ -582,8 +578,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--vocab", o.vocab, "freedict: subword pieces per language (in all, with --joint-vocab)")
       ->capture_default_str();
-  app.add_option("--batch-tokens", o.batch_tokens,
-                 "freedict: padded tokens per batch (0: --batch pairs, the recipe's)");
+  app.add_option("--batch-tokens", o.batch_tokens, "freedict: padded tokens per batch (0: --batch pairs, the recipe's)")
+      ->capture_default_str();
   app.add_option("--average", o.average, "freedict: also score the mean weights of the last N, 500 steps apart")
       ->capture_default_str();
   app.add_option("--export", o.export_dir,
@@ -606,14 +602,24 @@ int main(int argc, char** argv) {
       ->expected(2);
   app.require_subcommand(0, 1);
   CLI11_PARSE(app, argc, argv);
-  // freedict's recipe (docs/07_transformer.md, "Real data"): the model shape the user did not choose. translate
-  // --task freedict needs the same shape to load the checkpoint.
+  // freedict's recipe (docs/07_transformer.md, "Real data"), in one place: every option the user did not choose
+  // (0 for --steps, --warmup, --lr-factor means the task's default, as for the other tasks). translate --task
+  // freedict needs the same model shape to load the checkpoint.
   if (freedict->parsed() || (translate->parsed() && o.task == "freedict")) {
+    const FreedictRecipe& r = kFreedictRecipe;
     auto unset = [&](const char* name) { return app.count(name) == 0; };
-    if (unset("--d-model")) o.d_model = kFreedictRecipe.d_model;
-    if (unset("--layers")) o.layers = kFreedictRecipe.layers;
-    if (unset("--heads")) o.heads = kFreedictRecipe.heads;
-    if (unset("--d-ff")) o.d_ff = kFreedictRecipe.d_ff;
+    if (unset("--d-model")) o.d_model = r.d_model;
+    if (unset("--layers")) o.layers = r.layers;
+    if (unset("--heads")) o.heads = r.heads;
+    if (unset("--d-ff")) o.d_ff = r.d_ff;
+  }
+  if (freedict->parsed()) {  // and how to train it
+    const FreedictRecipe& r = kFreedictRecipe;
+    if (app.count("--batch-tokens") == 0) o.batch_tokens = r.batch_tokens;
+    if (o.dropout < 0) o.dropout = r.dropout;
+    if (o.steps <= 0) o.steps = r.steps;
+    if (o.warmup <= 0) o.warmup = r.warmup;
+    if (o.lr_factor <= 0) o.lr_factor = r.lr_factor;
   }
   try {
     if (o.threads > 0) omp_set_num_threads(o.threads);
