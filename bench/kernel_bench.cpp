@@ -1,12 +1,13 @@
 // The roofline of this CPU and where our kernels sit on it: the GEMM micro-kernel alone on cache-resident
 // panels (the arithmetic ceiling), a memory copy (the bandwidth ceiling), and softmax / layer_norm forward
-// and backward in GB/s (bytes each must read and write, over time).
+// and backward, and sums, in GB/s (bytes each must read and write, over time).
 //
 //   build/bench/bin/kernel_bench [--threads N]
 #include <fmt/format.h>
 #include <omp.h>
 
 #include <cstring>
+#include <tuple>
 #include <vector>
 
 #include "autograd/autograd.h"
@@ -69,6 +70,24 @@ int main(int argc, char** argv) {
     const double t_both = bench::best_seconds([&] { layer_norm(x, w, b).backward(g); });
     fmt::print("layer_norm [{:5}, {:4}]: forward {:5.1f} GB/s, forward + backward {:5.1f} GB/s\n", rows, cols,
                2 * bytes / t_fwd / 1e9, 5 * bytes / t_both / 1e9);
+  }
+  // Sums read each element once: a whole tensor to one number (a loss, a gradient's squared norm), the rows
+  // of a vocabulary's logits, the columns of a [tokens, d_ff] gradient (a bias gradient).
+  for (const auto& [rows, cols, dim] :
+       {std::tuple<std::int64_t, std::int64_t, std::int64_t>{4096, 1024, -1}, {1024, 8000, 1}, {16384, 512, 0}}) {
+    const Tensor x = randn({rows, cols}, gen);
+    const double t = bench::best_seconds([&] {
+      NoGradGuard no_grad;
+      if (dim < 0)
+        sum(x);
+      else
+        sum(x, {dim});
+    });
+    fmt::print("sum        [{:5}, {:4}] {:>9}: {:5.1f} GB/s\n", rows, cols,
+               dim < 0    ? "all"
+               : dim == 0 ? "over rows"
+                          : "each row",
+               4.0 * static_cast<double>(rows * cols) / t / 1e9);
   }
   return 0;
 }

@@ -135,7 +135,8 @@ double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm) {
   NoGradGuard no_grad;
   double total_sq = 0;
   for (const Tensor& p : params)
-    if (p.grad().defined()) total_sq += sum(p.grad().to(DType::float64) * p.grad().to(DType::float64)).item();
+    if (p.grad().defined())
+      total_sq += sum(p.grad() * p.grad()).item();  // squares in the grad's dtype, summed in double
   const double total = std::sqrt(total_sq);
   const double coef = max_norm / (total + 1e-6);
   if (coef < 1)

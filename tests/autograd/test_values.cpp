@@ -1,4 +1,5 @@
 // Forward values against closed forms and values printed by PyTorch 1.13 (quoted in each test).
+#include <omp.h>
 #include <catch2/catch_approx.hpp>
 
 #include "../helpers.h"
@@ -110,6 +111,31 @@ TEST_CASE("reductions: leading, trailing and strided paths agree, max propagates
   CHECK(std::isnan(m[7]));
   CHECK(!std::isnan(m[8]));
   CHECK(std::isnan(max(y, {1, 2}).to_vector<double>()[1]));
+}
+
+TEST_CASE("sums longer than one block: every path, and 1 or 2 threads, give the same bits", "[ch00][values]") {
+  // 12,000 terms per sum: three blocks of 4,096, eight lanes each (autograd/backends/cpu/reduce.cpp). Random
+  // doubles make a sum's last bits depend on its order, so a path adding in any other order differs here.
+  const Tensor x = test::f64_input({12000, 3}, 12, -10, 10);
+  const Tensor xt = permute(contiguous(permute(x, {1, 0})), {1, 0});  // strided: each walk takes the slow path
+  const Tensor rows = contiguous(permute(x, {1, 0}));                 // [3, 12000]: one dense run per row
+  double exact = 0;
+  for (const double v : x.to_vector<double>()) exact += v;
+  const int before = omp_get_max_threads();
+  std::vector<std::vector<double>> seen;
+  for (const int threads : {1, 2}) {
+    omp_set_num_threads(threads);
+    const double all = sum(x).item();  // one number: threads take blocks when there are two
+    CHECK(all == Catch::Approx(exact).epsilon(1e-12));
+    CHECK(all == sum(xt).item());
+    const auto columns = sum(x, {0}).to_vector<double>();  // [12000, 3] over its leading dim
+    CHECK(columns == sum(xt, {0}).to_vector<double>());
+    CHECK(columns == sum(rows, {1}).to_vector<double>());
+    seen.push_back(columns);
+    seen.back().push_back(all);
+  }
+  omp_set_num_threads(before);
+  CHECK(seen[0] == seen[1]);
 }
 
 TEST_CASE("embedding: lookup, repeated ids accumulate, padding row gets no gradient", "[ch00][values]") {

@@ -1,17 +1,76 @@
-// Reductions. Float sums accumulate in double, each output element's terms added in the input's index
-// order, so the three paths below give bit-identical results and none depends on the thread count:
+// Reductions. Float sums accumulate in double, int64 sums in int64. One summation order, whatever the path
+// and the thread count, so all paths below give bit-identical results (tests/autograd/test_values.cpp):
+// an output element's terms, in the input's index order, are cut into groups of kGroup and the groups into
+// blocks of kBlock terms; a group's terms are added in order, a block's groups in order, the blocks in
+// order. Groups are independent of each other, so a dense run's adds overlap (the processor need not wait
+// for each add before the next) and rows of groups vectorise; blocks let threads share one long sum. max is
+// exact in any order and ignores both.
+//  - a dense input reduced to one number (a loss, a gradient's squared norm): threads take blocks;
 //  - a dense input reduced over its leading dims ([R, K] -> [K], a bias gradient): rows are added to a
 //    row of accumulators, unit stride, threads splitting the columns;
 //  - a dense input reduced over its trailing dims ([K, R] -> [K], a per-row sum): one run per output;
 //  - anything else: each output element walks the reduced sub-space of the input by its strides.
 #include <algorithm>
 #include <limits>
+#include <utility>
 #include <vector>
 
 #include "cpu_backend.h"
 #include "strided.h"
 
 namespace stepformer::cpu {
+
+namespace {
+
+constexpr std::int64_t kGroup = 8;
+constexpr std::int64_t kBlock = 4096;  // a multiple of kGroup
+static_assert(kBlock % kGroup == 0);
+
+// The sum of x[0, n), n <= kBlock: one block in the order above.
+template <class Acc, class T>
+Acc block_sum(const T* x, std::int64_t n) {
+  Acc total = 0;
+  for (std::int64_t j = 0; j < n; j += kGroup) {
+    Acc group = 0;
+    for (std::int64_t k = j; k < std::min(n, j + kGroup); ++k) group += static_cast<Acc>(x[k]);
+    total += group;
+  }
+  return total;
+}
+
+// The sum of a dense run of n terms, one thread.
+template <class Acc, class T>
+Acc run_sum(const T* x, std::int64_t n) {
+  Acc total = 0;
+  for (std::int64_t at = 0; at < n; at += kBlock) total += block_sum<Acc>(x + at, std::min(kBlock, n - at));
+  return total;
+}
+
+// The same sum, threads taking blocks; the blocks' values are added in order afterwards.
+template <class Acc, class T>
+Acc parallel_run_sum(const T* x, std::int64_t n) {
+  const std::int64_t blocks = (n + kBlock - 1) / kBlock;
+  std::vector<Acc> value(static_cast<std::size_t>(blocks));
+#pragma omp parallel for schedule(static) if (n >= kParallelGrain)
+  for (std::int64_t b = 0; b < blocks; ++b)
+    value[static_cast<std::size_t>(b)] = block_sum<Acc>(x + b * kBlock, std::min(kBlock, n - b * kBlock));
+  Acc total = 0;
+  for (const Acc v : value) total += v;
+  return total;
+}
+
+// max of a dense run, NaN winning as torch.amax.
+template <class Acc, class T>
+Acc run_max(const T* x, std::int64_t n, bool& nan) {
+  Acc m = static_cast<Acc>(std::numeric_limits<T>::lowest());
+  for (std::int64_t j = 0; j < n; ++j) {
+    nan |= x[j] != x[j];
+    m = std::max(m, static_cast<Acc>(x[j]));
+  }
+  return m;
+}
+
+}  // namespace
 
 void CpuBackend::reduce(ReduceOp op, const TensorDesc& out, const TensorDesc& in) {
   // Split the dims into kept (out.shape == in.shape) and reduced (out.shape == 1 < in.shape).
@@ -43,39 +102,58 @@ void CpuBackend::reduce(ReduceOp op, const TensorDesc& out, const TensorDesc& in
     } else {
       using Acc = std::conditional_t<std::is_floating_point_v<T>, double, std::int64_t>;
       const bool sum = op == ReduceOp::sum;
-      const Acc init = sum ? Acc(0) : static_cast<Acc>(std::numeric_limits<T>::lowest());
-      auto combine = [sum](Acc acc, T x) { return sum ? acc + static_cast<Acc>(x) : std::max(acc, static_cast<Acc>(x)); };
+      const Acc lowest = static_cast<Acc>(std::numeric_limits<T>::lowest());
+      auto result = [sum](Acc acc, bool nan) {
+        return nan && !sum ? std::numeric_limits<T>::quiet_NaN() : static_cast<T>(acc);
+      };
       const T* x = ptr<T>(in);
       T* y = ptr<T>(out);
+      if (dense && n_out == 1 && count > 0) {
+        bool nan = false;
+        const Acc acc = sum ? parallel_run_sum<Acc>(x, count) : run_max<Acc>(x, count, nan);  // before nan is read
+        *y = result(acc, nan);
+        return;
+      }
       if (dense && out_dense && n_out > 1 && count > 1 && (reduced_first || reduced_last)) {
         if (reduced_first) {  // [count, n_out] -> [n_out]
           constexpr std::int64_t kColumns = 512;
 #pragma omp parallel for schedule(static) if (n_out * count >= kParallelGrain)
           for (std::int64_t j0 = 0; j0 < n_out; j0 += kColumns) {
             const std::int64_t width = std::min(kColumns, n_out - j0);
-            Acc acc[kColumns];
+            Acc total[kColumns], block[kColumns], group[kColumns];
             bool nan[kColumns] = {};
-            std::fill(acc, acc + width, init);
-            for (std::int64_t i = 0; i < count; ++i) {
-              const T* row = x + i * n_out + j0;
-              for (std::int64_t j = 0; j < width; ++j) {
-                if (!sum) nan[j] |= row[j] != row[j];
-                acc[j] = combine(acc[j], row[j]);
+            std::fill(total, total + width, sum ? Acc(0) : lowest);
+            if (sum) {
+              for (std::int64_t b = 0; b < count; b += kBlock) {
+                std::fill(block, block + width, Acc(0));
+                for (std::int64_t g = b; g < std::min(count, b + kBlock); g += kGroup) {
+                  // A group starts from its first row rather than from 0 + it: the same bits once in the block.
+                  for (std::int64_t j = 0; j < width; ++j) group[j] = static_cast<Acc>(x[g * n_out + j0 + j]);
+                  for (std::int64_t i = g + 1; i < std::min(count, g + kGroup); ++i) {
+                    const T* row = x + i * n_out + j0;
+                    for (std::int64_t j = 0; j < width; ++j) group[j] += static_cast<Acc>(row[j]);
+                  }
+                  for (std::int64_t j = 0; j < width; ++j) block[j] += group[j];
+                }
+                for (std::int64_t j = 0; j < width; ++j) total[j] += block[j];
+              }
+            } else {
+              for (std::int64_t i = 0; i < count; ++i) {
+                const T* row = x + i * n_out + j0;
+                for (std::int64_t j = 0; j < width; ++j) {
+                  nan[j] |= row[j] != row[j];
+                  total[j] = std::max(total[j], static_cast<Acc>(row[j]));
+                }
               }
             }
-            for (std::int64_t j = 0; j < width; ++j)
-              y[j0 + j] = nan[j] ? std::numeric_limits<T>::quiet_NaN() : static_cast<T>(acc[j]);
+            for (std::int64_t j = 0; j < width; ++j) y[j0 + j] = result(total[j], nan[j]);
           }
         } else {  // [n_out, count] -> [n_out]
 #pragma omp parallel for schedule(static) if (n_out * count >= kParallelGrain)
           for (std::int64_t o = 0; o < n_out; ++o) {
-            Acc acc = init;
             bool nan = false;
-            for (std::int64_t j = 0; j < count; ++j) {
-              if (!sum) nan |= x[o * count + j] != x[o * count + j];
-              acc = combine(acc, x[o * count + j]);
-            }
-            y[o] = nan ? std::numeric_limits<T>::quiet_NaN() : static_cast<T>(acc);
+            const Acc acc = sum ? run_sum<Acc>(x + o * count, count) : run_max<Acc>(x + o * count, count, nan);
+            y[o] = result(acc, nan);
           }
         }
         return;
@@ -89,7 +167,7 @@ void CpuBackend::reduce(ReduceOp op, const TensorDesc& out, const TensorDesc& in
           in_base += i * in.strides[*it];
           out_off += i * out.strides[*it];
         }
-        Acc acc = op == ReduceOp::sum ? Acc(0) : static_cast<Acc>(std::numeric_limits<T>::lowest());
+        Acc total = sum ? Acc(0) : lowest, block = 0, group = 0;
         bool nan = false;
         for (std::int64_t j = 0; j < count; ++j) {
           std::int64_t off = in_base, q = j;
@@ -97,15 +175,18 @@ void CpuBackend::reduce(ReduceOp op, const TensorDesc& out, const TensorDesc& in
             off += (q % in.shape[*it]) * in.strides[*it];
             q /= in.shape[*it];
           }
-          const T x = ptr<T>(in)[off];
-          if (op == ReduceOp::sum) {
-            acc += static_cast<Acc>(x);
+          const T v = x[off];
+          if (sum) {
+            group += static_cast<Acc>(v);
+            const bool last = j + 1 == count;
+            if ((j + 1) % kGroup == 0 || last) block += std::exchange(group, Acc(0));
+            if ((j + 1) % kBlock == 0 || last) total += std::exchange(block, Acc(0));
           } else {
-            nan |= x != x;  // max propagates NaN, as torch.amax
-            acc = std::max(acc, static_cast<Acc>(x));
+            nan |= v != v;  // max propagates NaN, as torch.amax
+            total = std::max(total, static_cast<Acc>(v));
           }
         }
-        ptr<T>(out)[out_off] = nan ? std::numeric_limits<T>::quiet_NaN() : static_cast<T>(acc);
+        ptr<T>(out)[out_off] = result(total, nan);
       }
     }
   });
