@@ -134,3 +134,32 @@ TEMPLATE_TEST_CASE("GEMM: small products take the direct path and agree with the
           CHECK(worst <= 4.0 * static_cast<double>(K) * eps + 4 * eps);
         }
 }
+
+TEST_CASE("GEMM row blocks give every thread the same number of row panels, to within one", "[ch00][gemm]") {
+  // OpenMP's static schedule gives thread t blocks [t * count / threads, (t + 1) * count / threads).
+  for (const auto& [mr, mc] : {std::pair<int, std::int64_t>{14, 98}, {6, 144}, {8, 144}})
+    for (const int threads : {1, 2, 3, 4})
+      for (std::int64_t M = 1; M <= 2100; ++M) {
+        const RowBlocks rows(M, mr, mc, threads);
+        CAPTURE(mr, mc, threads, M, rows.count);
+        REQUIRE(rows.start(0) == 0);
+        REQUIRE(rows.start(rows.count) == M);
+        std::int64_t fewest = M, most = 0;
+        for (std::int64_t b = 0; b < rows.count; ++b) {
+          const std::int64_t n = rows.start(b + 1) - rows.start(b);
+          REQUIRE(n > 0);
+          REQUIRE(rows.start(b) % mr == 0);  // whole panels: edge tiles only at M's end
+          REQUIRE(n <= rows.max_rows());
+          REQUIRE(rows.max_rows() <= (mc + mr - 1) / mr * mr);  // the packed block stays about mc rows
+        }
+        if (rows.panels < threads) continue;  // too few panels to give every thread one
+        REQUIRE(rows.count % threads == 0);
+        for (int t = 0; t < threads; ++t) {
+          const std::int64_t first = rows.start(t * rows.count / threads);
+          const std::int64_t last = rows.start((t + 1) * rows.count / threads);
+          const std::int64_t panels = (last - first + mr - 1) / mr;
+          fewest = std::min(fewest, panels), most = std::max(most, panels);
+        }
+        REQUIRE(most - fewest <= 1);
+      }
+}

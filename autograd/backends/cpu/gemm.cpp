@@ -195,6 +195,16 @@ const std::vector<GemmKernel<T>>& gemm_kernels() {
   return kernels;
 }
 
+// Equal blocks rounded up to mr rows would not do: for M = 1024, mr = 14, mc = 98 on two threads they
+// made 11 blocks of 98 rows, 588 rows for one thread and 436 for the other.
+RowBlocks::RowBlocks(std::int64_t M_, int mr_, std::int64_t mc, int threads)
+    : M(M_), panels((M_ + mr_ - 1) / mr_), count((M_ + mc - 1) / mc), mr(mr_) {
+  if (threads > 1 && panels >= threads) count = (count + threads - 1) / threads * threads;
+  count = std::max<std::int64_t>(1, std::min(count, panels));
+}
+std::int64_t RowBlocks::start(std::int64_t block) const { return std::min(M, block * panels / count * mr); }
+std::int64_t RowBlocks::max_rows() const { return (panels + count - 1) / count * mr; }
+
 template <class T>
 void gemm(std::int64_t M, std::int64_t N, std::int64_t K, T alpha, MatrixView<const T> a, MatrixView<const T> b, T beta,
           MatrixView<T> c, int threads, const GemmKernel<T>* kernel) {
@@ -209,12 +219,8 @@ void gemm(std::int64_t M, std::int64_t N, std::int64_t K, T alpha, MatrixView<co
   const std::int64_t nc_max = std::min(kn.nc, (N + nr - 1) / nr * nr), kc_max = std::min(kn.kc, K);
   T* const packed_b = scratch<T>(0, static_cast<std::size_t>(nc_max * kc_max));
 
-  // Blocks of A's rows: at most mc rows each, as many as a multiple of the thread count when M allows,
-  // and of equal size (rounded to mr) so that no thread waits for another's larger last block.
-  std::int64_t blocks = (M + kn.mc - 1) / kn.mc;
-  if (threads > 1 && M >= threads * mr) blocks = (blocks + threads - 1) / threads * threads;
-  const std::int64_t mc_even = ((M + blocks - 1) / blocks + mr - 1) / mr * mr;
-  blocks = (M + mc_even - 1) / mc_even;
+  const RowBlocks rows(M, mr, kn.mc, threads);
+  const std::int64_t blocks = rows.count;
 
 #pragma omp parallel num_threads(threads) if (threads > 1)
   {
@@ -236,8 +242,8 @@ void gemm(std::int64_t M, std::int64_t N, std::int64_t K, T alpha, MatrixView<co
 #pragma omp for schedule(static)
         for (std::int64_t w = 0; w < blocks * groups; ++w) {
           const std::int64_t block = w / groups, g = w % groups;
-          const std::int64_t ic = block * mc_even, mc = std::min(mc_even, M - ic);
-          T* const packed_a = scratch<T>(1, static_cast<std::size_t>(mc_even * kc_max));
+          const std::int64_t ic = rows.start(block), mc = rows.start(block + 1) - ic;
+          T* const packed_a = scratch<T>(1, static_cast<std::size_t>(rows.max_rows() * kc_max));
           if (block != packed_block) pack_a(a, ic, mc, pc, kc, mr, packed_a), packed_block = block;
           for (std::int64_t p = g * panels / groups; p < (g + 1) * panels / groups; ++p) {
             const std::int64_t j = jc + p * nr, n = std::min<std::int64_t>(nr, N - j);

@@ -32,6 +32,18 @@ struct MatrixView {
   std::int64_t row_stride, col_stride;
 };
 
+// How gemm() cuts A's M rows into blocks of at most about mc rows for `threads` threads: a multiple of the
+// thread count when there are enough mr-row panels, each block a whole number of panels (the last one
+// clipped to M) and differing from the others by at most one panel. OpenMP's static schedule then hands
+// every thread the same number of panels to within one.
+struct RowBlocks {
+  RowBlocks(std::int64_t M, int mr, std::int64_t mc, int threads);
+  std::int64_t start(std::int64_t block) const;  // first row of a block; start(count) == M
+  std::int64_t max_rows() const;                 // the largest block, for the packing buffer
+  std::int64_t M, panels, count;
+  int mr;
+};
+
 // C[M, N] = alpha * A[M, K] @ B[K, N] + beta * C, on up to `threads` OpenMP threads (0: the default
 // count; 1: the caller's thread only). beta == 0 never reads C. Without an explicit kernel, products of
 // at most 65,536 multiply-adds (and N <= 256) take a direct loop instead of packing.
