@@ -30,18 +30,6 @@ Tensor encode(const std::vector<std::vector<std::string>>& sentences, const std:
                      {DType::int64});
 }
 
-// Display width of a UTF-8 string: CJK characters take two columns in a terminal.
-std::size_t display_width(const std::string& s) {
-  std::size_t w = 0;
-  for (std::size_t i = 0; i < s.size();) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    const std::size_t len = c < 0x80 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4;
-    w += len >= 3 ? 2 : 1;
-    i += len;
-  }
-  return w;
-}
-
 std::string pad_to(const std::string& s, std::size_t width) {
   const std::size_t w = display_width(s);
   return w >= width ? s : std::string(width - w, ' ') + s;
@@ -62,6 +50,28 @@ std::string escape_xml(const std::string& s) {
   return out;
 }
 }  // namespace
+
+// Code points a terminal draws two columns wide: the East Asian Wide and Fullwidth blocks (Hangul Jamo, CJK
+// radicals to Yi, Hangul syllables, compatibility ideographs, fullwidth forms) and the emoji pictographs.
+// Everything else, "▁" (U+2581, SentencePiece's word start) and accented Latin included, takes one.
+std::size_t display_width(const std::string& s) {
+  std::size_t w = 0;
+  for (std::size_t i = 0; i < s.size();) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    const std::size_t len = c < 0x80 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4;
+    char32_t cp = len == 1 ? c : len == 2 ? c & 0x1F : len == 3 ? c & 0x0F : c & 0x07;
+    for (std::size_t k = 1; k < len && i + k < s.size(); ++k)
+      cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3F);
+    const bool wide = (cp >= 0x1100 && cp <= 0x115F) || (cp >= 0x2E80 && cp <= 0xA4CF && cp != 0x303F) ||
+                      (cp >= 0xAC00 && cp <= 0xD7A3) || (cp >= 0xF900 && cp <= 0xFAFF) ||
+                      (cp >= 0xFE30 && cp <= 0xFE4F) || (cp >= 0xFF00 && cp <= 0xFF60) ||
+                      (cp >= 0xFFE0 && cp <= 0xFFE6) || (cp >= 0x1F300 && cp <= 0x1F64F) ||
+                      (cp >= 0x1F900 && cp <= 0x1F9FF) || (cp >= 0x20000 && cp <= 0x3FFFD);
+    w += wide ? 2 : 1;
+    i += len;
+  }
+  return w;
+}
 
 Tensor ToyData::src_ids() const { return encode(src, src_vocab); }
 Tensor ToyData::tgt_in_ids() const { return encode(tgt_in, tgt_vocab); }

@@ -42,7 +42,10 @@ std::string line_chart_svg(const std::vector<Series>& series, const std::string&
 std::filesystem::path write_output(const std::filesystem::path& out_dir, const std::string& name,
                                    const std::string& text);
 
-// A matrix [R, C] as aligned text with labels, values to 2 decimals.
+// Columns a UTF-8 string takes in a terminal: two for CJK characters, one for the rest.
+std::size_t display_width(const std::string& s);
+
+// A matrix [R, C] as aligned text with labels (right-aligned by display_width), values to 2 decimals.
 std::string format_matrix(const Tensor& matrix, const std::vector<std::string>& row_labels,
                           const std::vector<std::string>& col_labels);
 
