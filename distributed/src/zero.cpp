@@ -15,12 +15,13 @@ namespace stepformer::distributed {
 namespace {
 Tensor flat_view(const Tensor& p) { return reshape(p, {p.numel()}); }  // a view: parameters are contiguous
 
-// In float64, a million elements at a time: the temporaries stay small next to a shard of the whole model.
+// As nn::clip_grad_norm_: squares in float32, summed in double; a million elements at a time, so that the
+// temporary stays small next to a shard of the whole model.
 double sum_of_squares(const Tensor& v) {
   constexpr std::int64_t kChunk = 1 << 20;
   double total = 0;
   for (std::int64_t at = 0; at < v.numel(); at += kChunk) {
-    const Tensor c = narrow(v, 0, at, std::min(kChunk, v.numel() - at)).to(DType::float64);
+    const Tensor c = narrow(v, 0, at, std::min(kChunk, v.numel() - at));
     total += sum(c * c).item();
   }
   return total;

@@ -28,7 +28,7 @@ static_assert(kBlock % kGroup == 0);
 
 // The sum of x[0, n), n <= kBlock: one block in the order above.
 template <class Acc, class T>
-Acc block_sum(const T* x, std::int64_t n) {
+Acc grouped_sum(const T* x, std::int64_t n) {
   Acc total = 0;
   for (std::int64_t j = 0; j < n; j += kGroup) {
     Acc group = 0;
@@ -42,7 +42,7 @@ Acc block_sum(const T* x, std::int64_t n) {
 template <class Acc, class T>
 Acc run_sum(const T* x, std::int64_t n) {
   Acc total = 0;
-  for (std::int64_t at = 0; at < n; at += kBlock) total += block_sum<Acc>(x + at, std::min(kBlock, n - at));
+  for (std::int64_t at = 0; at < n; at += kBlock) total += grouped_sum<Acc>(x + at, std::min(kBlock, n - at));
   return total;
 }
 
@@ -53,7 +53,7 @@ Acc parallel_run_sum(const T* x, std::int64_t n) {
   std::vector<Acc> value(static_cast<std::size_t>(blocks));
 #pragma omp parallel for schedule(static) if (n >= kParallelGrain)
   for (std::int64_t b = 0; b < blocks; ++b)
-    value[static_cast<std::size_t>(b)] = block_sum<Acc>(x + b * kBlock, std::min(kBlock, n - b * kBlock));
+    value[static_cast<std::size_t>(b)] = grouped_sum<Acc>(x + b * kBlock, std::min(kBlock, n - b * kBlock));
   Acc total = 0;
   for (const Acc v : value) total += v;
   return total;
