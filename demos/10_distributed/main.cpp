@@ -60,9 +60,9 @@ int run(const Options& o, Communicator& comm) {
   d.zero = o.zero;
   d.data_parallel = {.bucket_bytes = o.bucket_kb * 1024, .overlap = !o.no_overlap};
   sf::distributed::DistributedTrainer trainer(model, comm, {.warmup = o.warmup}, d);
-  const sf::transformer::NamedGenerators generators{{"data", &data_gen}};
+  const sf::transformer::NamedGenerators shared{{"data", &data_gen}}, own{{"model", &gen}};
   if (!o.load.empty()) {
-    trainer.load(o.load, generators);
+    trainer.load(o.load, shared, own);
     if (root) fmt::print("resumed from {} at step {}\n", o.load.string(), trainer.steps_done());
   }
   if (root)
@@ -81,7 +81,7 @@ int run(const Options& o, Communicator& comm) {
     loss = trainer.step(make_batch({mine, mine + o.batch}, vocab.src, vocab.tgt));
     tokens += trainer.last_global_tokens();
     const std::int64_t s = trainer.steps_done();
-    if (!o.save.empty() && o.save_every > 0 && s % o.save_every == 0) trainer.save(o.save, generators);
+    if (!o.save.empty() && o.save_every > 0 && s % o.save_every == 0) trainer.save(o.save, shared, own);
     if (root && (s % o.report_every == 0 || s == o.steps)) {
       const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
       fmt::print("step {:5d}/{}  loss {:.3f}  {:7.0f} tok/s  {:.2f} ms/step\n", s, o.steps, loss, tokens / elapsed,
@@ -90,7 +90,7 @@ int run(const Options& o, Communicator& comm) {
     }
   }
   const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
-  if (!o.save.empty()) trainer.save(o.save, generators);
+  if (!o.save.empty()) trainer.save(o.save, shared, own);
   const double waiting = trainer.data_parallel() ? trainer.data_parallel()->seconds_waiting() : 0.0;
   const double rss = comm.all_reduce_sum(peak_rss_mb()) / comm.size();
   if (root) {

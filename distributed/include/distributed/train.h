@@ -40,8 +40,14 @@ class DistributedTrainer {
   // Collective: every rank calls it; rank 0 writes the file (atomically) and the others wait until it exists.
   // The file is chapter 07's checkpoint (the optimizer's moments whole, even with ZeRO): a 2-rank run resumes
   // from it on any number of ranks, or in 07_transformer.
-  void save(const std::filesystem::path& path, const transformer::NamedGenerators& generators) const;
-  void load(const std::filesystem::path& path, const transformer::NamedGenerators& generators);
+  // `shared`: generators equal on every rank (the data order), saved once. `own`: each rank's own (its dropout
+  // masks differ from the other ranks'), gathered into the file as `generator.NAME.rankR.*` for every rank R
+  // and restored on the rank of the same number, so that a resumed run with dropout continues bit-identically.
+  // A rank the file has no entry for (it was written by fewer ranks) keeps its generator as it is.
+  void save(const std::filesystem::path& path, const transformer::NamedGenerators& shared,
+            const transformer::NamedGenerators& own) const;
+  void load(const std::filesystem::path& path, const transformer::NamedGenerators& shared,
+            const transformer::NamedGenerators& own);
 
  private:
   // This rank's share of the loss of the whole batch (the label-smoothed cross-entropy over its target tokens,
