@@ -49,8 +49,10 @@ class Decoder : public nn::CallableModule<Decoder> {
   // tgt ids [B, T] (shifted right: BOS first) and the encoder's output (memory [B, S, D] and its source
   // PAD mask [B, 1, 1, S]) -> hidden [B, T, D].
   DecoderOutput forward(const Tensor& tgt_ids, const EncoderOutput& encoded);
-  // The next position only: new_ids [B, 1] at position cache.length -> hidden [B, 1, D]. Equal to the last
-  // row of forward() over the whole prefix, without recomputing the earlier positions (nor any mask).
+  // The next position only: new_ids [B, 1] at position cache.length -> hidden [B, 1, D], without recomputing
+  // the earlier positions. Equal to the last row of forward() over the whole prefix when the prefix holds no
+  // PAD, as every prefix that decoding builds: step takes no target mask (the cache holds only earlier
+  // positions, all visible), while forward's mask also blocks PAD keys, so after an interior PAD they differ.
   Tensor step(const Tensor& new_ids, const EncoderOutput& encoded, DecoderCache& cache);
 
   Config cfg;
