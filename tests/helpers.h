@@ -12,6 +12,14 @@
 
 namespace stepformer::test {
 
+// The message of a graded check that names one mistake: "mistake no-residual: seed 002's bug: ...". Each slug
+// must be planted by a WRONG entry of the bug bank that expects "mistake SLUG", and a seed's name belongs only
+// in the message of the check that detects that seed's bug (`exercises prove` enforces both;
+// docs/exercises.md, "Messages that name a mistake").
+inline std::string mistake(const std::string& slug, const std::string& words) {
+  return "mistake " + slug + ": " + words;
+}
+
 // A float64 leaf with values drawn from U[low, high) (seeded: the same on every run).
 inline Tensor f64_input(const Shape& shape, std::uint64_t seed, double low = -1.0, double high = 1.0) {
   Generator gen(seed);

@@ -127,8 +127,6 @@ void record(Op op, Tensor& out, const std::vector<Tensor>& inputs, BackwardFn ba
 }
 
 // --- backward ----------------------------------------------------------------------------------------------
-namespace {
-
 std::vector<Node*> topological_order(Node* root) {
   // EXERCISE 0.4 (5 points): every node reachable from root, root first, each before the nodes it sends gradients to.
   std::vector<Node*> order;  // post-order: every node after all nodes it sends gradients to
@@ -147,6 +145,8 @@ std::vector<Node*> topological_order(Node* root) {
   return {order.rbegin(), order.rend()};  // root first
   // END EXERCISE
 }
+
+namespace {
 
 // The order is checked, not trusted: a node listed twice runs twice (its gradient arrives in parts: right
 // values, repeated work), one listed before a node that sends it a gradient runs with a partial gradient. Both
@@ -267,7 +267,11 @@ void Tensor::backward(const Tensor& grad, bool retain_graph) const {
               bad.nan && !g_bad.nan ? "NaN" : "infinity", k, to_string(e.input_shape), to_string(g.shape())));
       }
       auto [slot, fresh] = pending.try_emplace(e.to.get(), gi);
-      if (!fresh) slot->second = add(slot->second, gi);
+      if (!fresh) {  // e.to already holds a gradient from another consumer of the same tensor
+        // EXERCISE 0.5 (3 points, needs 0.4): a tensor read by several ops: its gradient is the sum of theirs.
+        slot->second = add(slot->second, gi);
+        // END EXERCISE
+      }
     }
   }
 

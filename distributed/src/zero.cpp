@@ -62,7 +62,7 @@ void ZeroAdam::step() {
   comm_.reduce_scatter_sum(flat_, grad_shard_);
   // 2. The global norm: each rank's slice holds a disjoint part of the summed gradient.
   if (clip_norm_ > 0) {
-    // EXERCISE 10.3 (4 points, needs 0.1 0.2): norm_ = 2-norm of the whole summed gradient; clip as clip_grad_norm_
+    // EXERCISE 10.3 (4 points, needs 0.1 0.2 0.5): norm_ = 2-norm of the whole summed gradient; clip as clip_grad_norm_
     norm_ = std::sqrt(comm_.all_reduce_sum(sum_of_squares(grad_shard_)));
     const double coef = clip_norm_ / (norm_ + 1e-6);
     if (coef < 1) copy_(grad_shard_, grad_shard_ * coef);

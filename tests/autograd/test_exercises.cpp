@@ -1,28 +1,68 @@
 // The graded tests of chapter 00 and of label smoothing (docs/exercises.md): test [exN.M] grades exercise
 // N.M, against values computed by hand or by other ops, so that it passes with its exercise (and those it
 // declares it needs) solved and fails without.
+#include <map>
+#include <set>
+
 #include "../helpers.h"
+#include "autograd/engine.h"
 
 using namespace stepformer;
 using stepformer::test::close;
 using stepformer::test::f64;
+using stepformer::test::mistake;
 
-TEST_CASE("ex0.4: backward visits a node only after every consumer has sent its gradient", "[ex0.4]") {
-  // A diamond: a feeds b and c, both feed d. a's gradient is the sum of both paths, so a must run after b
-  // and c; a walk in the wrong order passes a half-finished gradient on.
+TEST_CASE("ex0.4: the topological order lists every node once, root first, each before those it sends to", "[ex0.4]") {
+  // A diamond: a feeds b and c, both feed d, and a third path through b, longer than the others. The order
+  // itself is checked here, no gradient computed: summing the paths' gradients is exercise 0.5.
   const Tensor x = f64({0.3, -0.7, 1.1}, {3}).set_requires_grad();
   const Tensor a = exp(x);
   const Tensor b = neg(a), c = tanh(a);
-  const Tensor d = b + c + exp(b);  // a third path through b, longer than the others
-  INFO(
-      "the gradient reaching x must sum every path through the graph, each once: a node runs once, after "
-      "every node that sends it a gradient");
-  sum(d).backward();
-  std::vector<double> want;
-  for (double xi : {0.3, -0.7, 1.1}) {
-    const double ai = std::exp(xi), ti = std::tanh(ai);
-    want.push_back((-1.0 + (1 - ti * ti) - std::exp(-ai)) * ai);
+  const Tensor loss = sum(b + c + exp(b));
+  Node* root = loss.grad_fn().get();
+  std::set<Node*> reachable{root};  // found here by a walk of our own
+  for (std::vector<Node*> todo{root}; !todo.empty();) {
+    Node* n = todo.back();
+    todo.pop_back();
+    for (const Edge& e : n->edges)
+      if (e.to && reachable.insert(e.to.get()).second) todo.push_back(e.to.get());
   }
+  REQUIRE(reachable.size() == 8);  // sum, add, add, exp, neg, tanh, exp and x's accumulator
+  const std::vector<Node*> order = topological_order(root);
+  std::map<Node*, std::size_t> position;
+  for (std::size_t i = 0; i < order.size(); ++i) {
+    INFO("the order lists a node twice: it would run twice, passing its gradient on in parts");
+    REQUIRE(position.emplace(order[i], i).second);
+  }
+  for (Node* n : reachable) {
+    INFO("the order leaves out a reachable node: the gradient stops there");
+    REQUIRE(position.count(n) == 1);
+  }
+  {
+    INFO("the order lists nodes that are not in the graph");
+    REQUIRE(order.size() == reachable.size());
+  }
+  {
+    INFO("the root comes first: it holds the seed gradient");
+    REQUIRE(order.front() == root);
+  }
+  for (Node* n : order)
+    for (const Edge& e : n->edges) {
+      if (!e.to) continue;
+      INFO("the order puts a node before a node which sends it a gradient: it would run with a partial gradient");
+      REQUIRE(position[n] < position[e.to.get()]);
+    }
+}
+
+TEST_CASE("ex0.5: a tensor read by several ops gets the sum of their gradients", "[ex0.5]") {
+  // Three ops read x, and each sends x's accumulator a gradient; any topological order runs them all before it.
+  const Tensor x = f64({0.3, -0.7, 1.1}, {3}).set_requires_grad();
+  sum(exp(x) + tanh(x) - x).backward();
+  std::vector<double> want;
+  for (double xi : {0.3, -0.7, 1.1}) want.push_back(std::exp(xi) + (1 - std::tanh(xi) * std::tanh(xi)) - 1);
+  INFO(
+      "x is read by exp, tanh and the subtraction: its gradient is the sum of the three (exp(x) + 1 - tanh(x)^2 - 1), "
+      "not the last one to arrive nor the first");
   CHECK(close(x.grad(), f64(want, {3}), 1e-12, 1e-12));
 }
 
@@ -96,28 +136,67 @@ TEST_CASE("ex0.3: sum_to sums exactly the broadcast dimensions away", "[ex0.3]")
   CHECK(close(sum_to(g, {2, 1, 4}), f64({12, 15, 18, 21, 48, 51, 54, 57}, {2, 1, 4}), 0, 0));
 }
 
-TEST_CASE("ex7.2: cross-entropy with label smoothing, value and gradient", "[ex7.2]") {
-  const Tensor logits = f64({1, 2, 0.5, -1, 0, 3}, {2, 3}).set_requires_grad();
-  const Tensor targets = from_vector(std::vector<std::int64_t>{1, 2}, {2}, {DType::int64});
+TEST_CASE("ex7.2: cross-entropy with label smoothing, value and gradient, PAD rows ignored", "[ex7.2]") {
   const double s = 0.1;
-  const auto lp = log_softmax(logits.detach(), -1).to_vector<double>();
-  const auto p = softmax(logits.detach(), -1).to_vector<double>();
-  double want = 0;
-  std::vector<double> grad(6);
-  for (int i = 0; i < 2; ++i) {
-    const int t = i == 0 ? 1 : 2;
-    double mean_neg = 0;
-    for (int c = 0; c < 3; ++c) mean_neg -= lp[static_cast<std::size_t>(3 * i + c)] / 3;
-    want += ((1 - s) * -lp[static_cast<std::size_t>(3 * i + t)] + s * mean_neg) / 2;  // mean over the 2 rows
-    for (int c = 0; c < 3; ++c)
-      grad[static_cast<std::size_t>(3 * i + c)] =
-          (p[static_cast<std::size_t>(3 * i + c)] - s / 3 - (c == t ? 1 - s : 0)) / 2;
+  // The mean smoothed loss over the rows whose target is not `ignore`, and its gradient, by hand from
+  // log_softmax and softmax (other ops).
+  auto by_hand = [s](const Tensor& logits, const std::vector<std::int64_t>& targets, std::int64_t ignore) {
+    const auto C = static_cast<std::size_t>(logits.size(1));
+    const auto lp = log_softmax(logits.detach(), -1).to_vector<double>();
+    const auto p = softmax(logits.detach(), -1).to_vector<double>();
+    double total = 0, counted = 0;
+    std::vector<double> grad(lp.size(), 0.0);
+    for (std::size_t i = 0; i < targets.size(); ++i) {
+      if (targets[i] == ignore) continue;
+      counted += 1;
+      const auto t = static_cast<std::size_t>(targets[i]);
+      double mean_neg = 0;
+      for (std::size_t c = 0; c < C; ++c) mean_neg -= lp[i * C + c] / static_cast<double>(C);
+      total += (1 - s) * -lp[i * C + t] + s * mean_neg;
+      for (std::size_t c = 0; c < C; ++c)
+        grad[i * C + c] = p[i * C + c] - s / static_cast<double>(C) - (c == t ? 1 - s : 0);
+    }
+    for (double& g : grad) g /= counted;
+    return std::pair{total / counted, f64(grad, logits.shape())};
+  };
+  auto int64s = [](const std::vector<std::int64_t>& v) {
+    return from_vector(v, {static_cast<std::int64_t>(v.size())}, {DType::int64});
+  };
+  {
+    const Tensor logits = f64({1, 2, 0.5, -1, 0, 3}, {2, 3}).set_requires_grad();
+    const auto [want, grad] = by_hand(logits, {1, 2}, -100);
+    const Tensor loss = cross_entropy(logits, int64s({1, 2}), -100, s);
+    INFO("smoothed target: 1 - s on the true class plus s / C on every class");
+    CHECK(loss.item() == Catch::Approx(want).epsilon(1e-12));
+    const auto lp = log_softmax(logits.detach(), -1).to_vector<double>();
+    CHECK(cross_entropy(logits, int64s({1, 2})).item() ==
+          Catch::Approx((-lp[1] - lp[5]) / 2).epsilon(1e-12));  // s = 0: plain negative log-likelihood
+    loss.backward();
+    CHECK(close(logits.grad(), grad, 1e-12, 1e-12));
   }
-  const Tensor loss = cross_entropy(logits, targets, -100, s);
-  INFO("smoothed target: 1 - s on the true class plus s / C on every class");
-  CHECK(loss.item() == Catch::Approx(want).epsilon(1e-12));
-  CHECK(cross_entropy(logits, targets).item() ==
-        Catch::Approx((-lp[1] - lp[5]) / 2).epsilon(1e-12));  // s = 0: plain negative log-likelihood
+  // Padded targets, as the decoder's are: ignore_index 0 is PAD, so rows 1 and 3 are not targets at all.
+  const Tensor logits = f64({1, 2, 0.5, -1, 0, 3, 0.2, -0.4, 1.5, 2, -2, 0.7}, {4, 3}).set_requires_grad();
+  const std::vector<std::int64_t> targets{1, 0, 2, 0};
+  const auto [want, grad] = by_hand(logits, targets, 0);
+  const double every_row_mean = by_hand(logits, targets, -1).first;  // PAD's rows scored as class 0
+  const Tensor loss = cross_entropy(logits, int64s(targets), 0, s);
+  {
+    std::string diagnosis =
+        "a row whose target is ignore_index (a PAD position) adds nothing to the loss and is left out of the mean's "
+        "count";
+    if (std::abs(loss.item() - every_row_mean * 4 / 2) < 1e-9)
+      diagnosis = mistake("pad-rows-counted", "the loss of PAD rows (target ignore_index) added like any other row's");
+    else if (std::abs(loss.item() - want * 2 / 4) < 1e-9)
+      diagnosis = mistake("pad-rows-in-mean", "the mean divides by every row, PAD rows included, not by the targets");
+    INFO(diagnosis);
+    CHECK(loss.item() == Catch::Approx(want).epsilon(1e-12));
+  }
   loss.backward();
-  CHECK(close(logits.grad(), f64(grad, {2, 3}), 1e-12, 1e-12));
+  const auto g = logits.grad().to_vector<double>();
+  {
+    INFO(mistake("pad-rows-gradient", "a PAD row (target ignore_index) got a gradient; it must get zeros"));
+    for (const std::size_t k : {3, 4, 5, 9, 10, 11}) CHECK(g[k] == 0.0);
+  }
+  INFO("every other row: (softmax - smoothed target) / the number of rows that are targets");
+  CHECK(close(logits.grad(), grad, 1e-12, 1e-12));
 }

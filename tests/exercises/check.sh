@@ -7,7 +7,7 @@
 #     exactly when it and the exercises it needs are restored, and every other exercise still fails; then the
 #     bug bank (tools/exercises/bank): every wrong solution scores 0 with a first failure naming its mistake,
 #     every alternative solution full points. The bank's table is written to WORK_DIR.bank.md;
-#  3. with every body the reference's, it scores 100/100.
+#  3. with every body the reference's, it scores full points.
 # Usage: check.sh SOURCE_DIR REFERENCE_BUILD_DIR WORK_DIR
 set -euo pipefail
 src=$1 ref=$2 work=$3
@@ -33,6 +33,23 @@ configure "$work/build/grade-kernels" "${kernels[@]}"
 cmake --build "$work/build/grade" -j2 --target $(test_targets) exercises
 cmake --build "$work/build/grade-kernels" -j2 --target cuda_tests
 "$tool" --root "$work" grade "${builds[@]}" --expect stubbed
+# WORKSPACE.md locates each exercise by file, function and marker (a workspace's stubs move every line): no
+# line numbers, and each row's file holds its marker and a definition of each function it names.
+guide=$work/WORKSPACE.md
+! grep -nE '\.(cpp|h|cu|cuh):[0-9]+' "$guide" || { echo "FAILED: $guide cites line numbers"; exit 1; }
+rows=0
+while IFS='|' read -r _ number _ file functions _; do
+  number=$(echo $number) file=$(echo "$file" | tr -d '` ')
+  [ -f "$work/$file" ] && grep -q "// EXERCISE $number (" "$work/$file" ||
+    { echo "FAILED: WORKSPACE.md: exercise $number's marker is not in $file"; exit 1; }
+  for f in $(echo "$functions" | grep -o '`[^`]*`' | tr -d '`'); do
+    grep -rqE "^[^ /].*\b${f//\(\)/\\(\\)} *\(" "$work/autograd" "$work/nn" "$work/transformer" "$work/distributed" ||
+      { echo "FAILED: WORKSPACE.md: exercise $number names $f, defined nowhere in the library"; exit 1; }
+  done
+  rows=$((rows + 1))
+done < <(grep -E '^\| [0-9]+\.[0-9]+ \|' "$guide")
+[ "$rows" -gt 0 ] || { echo "FAILED: WORKSPACE.md lists no exercise"; exit 1; }
+echo "WORKSPACE.md: $rows exercises, each by file, function and marker"
 echo "== 2. each exercise restored alone, then the bug bank"
 "$tool" --root "$src" workspace "$work" --bank --marked-only
 cmake --build "$work/build/grade" -j2 --target $(test_targets)

@@ -2,6 +2,10 @@
 // behaviour against values computed another way (other ops, the paper's formula), forward only, so that it
 // passes with its exercise (and those it declares it needs) solved and fails without. Where a seed had a
 // classic bug (../shared/design/seed-bugs.md), the failure message names it.
+#include <fmt/format.h>
+
+#include <tuple>
+
 #include "../helpers.h"
 #include "nn/schedule.h"
 #include "reference.h"
@@ -18,6 +22,8 @@ using namespace stepformer;
 using namespace stepformer::transformer;
 using stepformer::test::close;
 using stepformer::test::ids;
+using stepformer::test::max_abs_diff;
+using stepformer::test::mistake;
 using stepformer::test::small_config;  // the PyTorch fixtures' sizes: d_model 16, 2 heads
 
 namespace {
@@ -79,15 +85,46 @@ TEST_CASE("ex1.1: PE matches the paper's formula at every (pos, column)", "[ex1.
   const std::int64_t L = 9, D = 10;
   const auto pe = sinusoidal_table(L, D).to_vector<double>();
   REQUIRE(pe.size() == static_cast<std::size_t>(L * D));
-  for (std::int64_t pos = 0; pos < L; ++pos)
-    for (std::int64_t i = 0; i < D / 2; ++i) {
-      const double angle = static_cast<double>(pos) / std::pow(10000.0, 2.0 * static_cast<double>(i) / D);
-      INFO("pos " << pos << ", columns " << 2 * i << " and " << 2 * i + 1
-                  << ": sin on even columns, cos on odd ones, one angle per pair (seed 003 doubled the exponent: "
-                     "10000^(2*(2i)/d) gives the wrong frequencies)");
-      CHECK(pe[static_cast<std::size_t>(pos * D + 2 * i)] == Catch::Approx(std::sin(angle)).margin(1e-12));
-      CHECK(pe[static_cast<std::size_t>(pos * D + 2 * i + 1)] == Catch::Approx(std::cos(angle)).margin(1e-12));
+  // The table that angle(pos, 2i, col) makes, sin on the even columns (or, with sin_even false, on the odd ones).
+  auto table = [&](auto angle, bool sin_even) {
+    std::vector<double> t(static_cast<std::size_t>(L * D));
+    for (std::int64_t pos = 0; pos < L; ++pos)
+      for (std::int64_t col = 0; col < D; ++col) {
+        const double a = angle(static_cast<double>(pos), static_cast<double>(col - col % 2), static_cast<double>(col));
+        t[static_cast<std::size_t>(pos * D + col)] = (col % 2 == 0) == sin_even ? std::sin(a) : std::cos(a);
+      }
+    return t;
+  };
+  auto max_diff = [](const std::vector<double>& a, const std::vector<double>& b) {
+    double m = 0;
+    for (std::size_t i = 0; i < a.size(); ++i) m = std::max(m, std::abs(a[i] - b[i]));
+    return m;
+  };
+  const auto paper = [&](double pos, double two_i, double) { return pos / std::pow(10000.0, two_i / D); };
+  const std::vector<double> want = table(paper, true);
+  // Each known mistake's table: when the learner's equals one, the message names that mistake.
+  const std::vector<std::tuple<std::string, std::string, std::vector<double>>> known{
+      {"doubled-exponent", "seed 003's bug: the exponent 2i doubled, 10000^(2 * 2i / d_model): wrong frequencies",
+       table([&](double pos, double two_i, double) { return pos / std::pow(10000.0, 2 * two_i / D); }, true)},
+      {"positions-dimensions-swapped",
+       "position and dimension swapped: 2i / 10000^(pos / d_model) where pos / 10000^(2i / d_model) is meant",
+       table([&](double pos, double two_i, double) { return two_i / std::pow(10000.0, pos / D); }, true)},
+      {"sin-cos-swapped", "cos on the even columns and sin on the odd ones: sin goes on column 2i, cos on 2i+1",
+       table(paper, false)},
+      {"frequency-per-column",
+       "every column its own frequency, 10000^(col / d_model): columns 2i and 2i+1 share one angle per pair",
+       table([&](double pos, double, double col) { return pos / std::pow(10000.0, col / D); }, true)}};
+  std::string diagnosis =
+      "PE(pos, 2i) = sin(pos / 10000^(2i/d_model)) and PE(pos, 2i+1) = cos of the same angle, one angle per pair";
+  for (const auto& [slug, words, t] : known)
+    if (max_diff(pe, t) <= 1e-6) diagnosis = mistake(slug, words);  // the table is float32
+  for (std::size_t k = 0; k < want.size(); ++k)
+    if (std::abs(pe[k] - want[k]) > 1e-6) {
+      diagnosis += fmt::format(" (first difference at pos {}, column {})", k / D, k % D);
+      break;
     }
+  INFO(diagnosis);
+  CHECK(max_diff(pe, want) <= 1e-6);
 }
 
 TEST_CASE("ex1.2: token embeddings scaled by sqrt(d_model) plus the PE rows of their positions", "[ex1.2]") {
@@ -97,10 +134,23 @@ TEST_CASE("ex1.2: token embeddings scaled by sqrt(d_model) plus the PE rows of t
   emb.eval();
   const Tensor src = ids({3, 4, 5, 6, 7, 8}, 2);
   for (const std::int64_t start : {0, 4}) {
-    const Tensor expected =
-        embedding(emb.tokens->weight, src) * std::sqrt(static_cast<double>(c.d_model)) + narrow(emb.pe, 0, start, 3);
-    INFO("start " << start << " (seed 003 forgot the sqrt(d_model) scale)");
-    CHECK(close(emb.forward(src, start), expected, 1e-6, 1e-6));
+    const Tensor unscaled = embedding(emb.tokens->weight, src);
+    const Tensor scaled = unscaled * std::sqrt(static_cast<double>(c.d_model));
+    const Tensor expected = scaled + narrow(emb.pe, 0, start, 3);
+    std::string diagnosis =
+        fmt::format("start {}: tokens(ids) * sqrt(d_model) + the PE rows start .. start+T-1", start);
+    Tensor got;
+    {
+      INFO(diagnosis);  // for an exception thrown by forward
+      got = emb.forward(src, start);
+    }
+    if (max_abs_diff(got, unscaled + narrow(emb.pe, 0, start, 3)) <= 1e-6)
+      diagnosis = mistake("no-scale", "seed 003's bug: the token embeddings not multiplied by sqrt(d_model)");
+    else if (start > 0 && max_abs_diff(got, scaled + narrow(emb.pe, 0, 0, 3)) <= 1e-6)
+      diagnosis =
+          mistake("pe-from-zero", fmt::format("start {}: the PE rows taken from position 0, not from start", start));
+    INFO(diagnosis);
+    CHECK(close(got, expected, 1e-6, 1e-6));
   }
   Config with_dropout = c;
   with_dropout.dropout = 0.5;
@@ -152,9 +202,13 @@ TEST_CASE("ex2.3: scaled dot-product attention: weights, context, exact zeros wh
   }
   const auto w = got.weights.to_vector<double>();
   const auto b = expand(blocked, {2, 3, 5, 6}).to_vector<double>();
+  const bool unmasked = max_abs_diff(got.weights, reference_attention(q, k, v, Tensor()).weights) <= 1e-6;
   for (std::size_t i = 0; i < w.size(); ++i)
     if (b[i] != 0) {
-      INFO("a blocked key got weight " << w[i] << " (seed 002 discarded masked_fill's result: the mask did nothing)");
+      INFO((unmasked
+                ? mistake("mask-discarded", "seed 002's bug: masked_fill's result thrown away, the mask did nothing")
+                : std::string("blocked keys get -inf before the softmax, so exactly 0 after it"))
+           << "; a blocked key got weight " << w[i]);
       REQUIRE(w[i] == 0.0);
     }
   {
@@ -179,12 +233,24 @@ TEST_CASE("ex2.4: split_heads and merge_heads move whole head slices and round-t
     CHECK(heads.shape() == Shape{2, 4, 3, 2});
     CHECK(heads.to_vector<double>() == reference_split(x, 4).to_vector<double>());
   }
-  INFO(
-      "merge_heads undoes split_heads: permute back to [B, T, H, Dh], then reshape, which copies: the permuted "
-      "tensor is not contiguous, so view cannot (seed 002)");
   const Tensor packed = contiguous(heads);  // as attention's output is: a permuted view of it is not contiguous
-  CHECK(merge_heads(packed).shape() == Shape{2, 3, 8});
-  CHECK(merge_heads(packed).to_vector<double>() == x.to_vector<double>());
+  Tensor merged;
+  std::string view_error;
+  try {
+    merged = merge_heads(packed);
+  } catch (const ShapeError& e) {
+    if (std::string(e.what()).rfind("view:", 0) != 0) throw;
+    view_error = e.what();
+  }
+  {
+    INFO(
+        mistake("merge-by-view",
+                "seed 002's bug: view() on the permuted heads, which are not contiguous: reshape copies, view cannot"));
+    REQUIRE(view_error.empty());
+  }
+  INFO("merge_heads undoes split_heads: permute back to [B, T, H, Dh], then reshape to [B, T, D]");
+  CHECK(merged.shape() == Shape{2, 3, 8});
+  CHECK(merged.to_vector<double>() == x.to_vector<double>());
 }
 
 TEST_CASE("ex2.5: multi-head attention projects, splits, attends, merges and projects", "[ex2.5]") {
@@ -217,10 +283,27 @@ TEST_CASE("ex3.1: add & norm: LayerNorm(x + sublayer(x)), and the pre-norm varia
   AddNorm post(8, 0.0, false, gen);
   randomize_norms(post, 61);
   {
-    INFO(
-        "post-norm: LayerNorm(x + Sublayer(x)) with this module's own LayerNorm (seed 002 dropped the residual x; "
-        "seed 000 built a fresh LayerNorm inside forward)");
-    CHECK(close(post.forward(x, sublayer), reference_add_norm(post, x, sublayer(x)), 1e-5, 1e-5));
+    const std::string rule = "post-norm: LayerNorm(x + Sublayer(x)) with this module's own LayerNorm";
+    Tensor got;
+    {
+      INFO(rule);  // for an exception thrown by forward
+      got = post.forward(x, sublayer);
+    }
+    nn::LayerNorm fresh(8);  // gamma 1, beta 0: what a LayerNorm built inside forward computes
+    // Each known mistake's output: when the module's equals one, the message names that mistake.
+    const std::vector<std::tuple<std::string, std::string, Tensor>> known{
+        {"no-residual", "seed 002's bug: LayerNorm(Sublayer(x)), the residual x dropped", (*post.norm)(sublayer(x))},
+        {"fresh-norm",
+         "seed 000's bug: a fresh LayerNorm built inside forward, not this module's own (its gamma and "
+         "beta never learn)",
+         fresh(x + sublayer(x))},
+        {"pre-norm-for-post", "pre-norm x + Sublayer(LayerNorm(x)) written where post-norm is asked (pre_norm false)",
+         x + sublayer((*post.norm)(x))}};
+    std::string diagnosis = rule;
+    for (const auto& [slug, words, output] : known)
+      if (max_abs_diff(got, output) <= 1e-5) diagnosis = mistake(slug, words);
+    INFO(diagnosis);
+    CHECK(close(got, reference_add_norm(post, x, sublayer(x)), 1e-5, 1e-5));
   }
   AddNorm pre(8, 0.0, true, gen);
   randomize_norms(pre, 62);
@@ -307,10 +390,22 @@ TEST_CASE("ex6.2: a decoder layer: masked self-attention, cross-attention on mem
   const Tensor h2 =
       reference_add_norm(*layer.norm_cross, h1, reference_mha(*layer.cross_attn, h1, memory, src_blocked));
   const Tensor y = reference_add_norm(*layer.norm_ffn, h2, reference_ffn(*layer.ffn, h2));
-  INFO(
+  // Seed 003's decoder: norm_self's add & norm for all three sublayers.
+  const Tensor s1 = reference_add_norm(*layer.norm_self, x, reference_mha(*layer.self_attn, x, x, self_blocked));
+  const Tensor s2 = reference_add_norm(*layer.norm_self, s1, reference_mha(*layer.cross_attn, s1, memory, src_blocked));
+  const Tensor shared = reference_add_norm(*layer.norm_self, s2, reference_ffn(*layer.ffn, s2));
+  const std::string rule =
       "self-attention gets the target mask; cross-attention takes keys and values from memory with the source "
-      "mask; three distinct add & norms (seed 003 reused one)");
-  CHECK(close(layer.forward(x, memory, self_blocked, src_blocked).y, y, 1e-4, 1e-4));
+      "mask; three distinct add & norms";
+  Tensor got;
+  {
+    INFO(rule);  // for an exception thrown by forward (a mask that does not fit its attention)
+    got = layer.forward(x, memory, self_blocked, src_blocked).y;
+  }
+  INFO((max_abs_diff(got, shared) <= 1e-4
+            ? mistake("shared-norm", "seed 003's bug: one add & norm (norm_self) for all three sublayers")
+            : rule));
+  CHECK(close(got, y, 1e-4, 1e-4));
 }
 
 TEST_CASE("ex7.1: greedy decoding appends the most likely allowed token until EOS", "[ex7.1]") {

@@ -17,9 +17,15 @@ namespace exercises {
 
 struct Region {
   std::filesystem::path file;  // relative to the root
-  int first_line = 0;          // of the EXERCISE marker (1-based)
-  int last_line = 0;           // of the END EXERCISE marker
+  int first_line = 0;          // of the EXERCISE marker (1-based), in the reference file only: a workspace's
+  int last_line = 0;           // of the END EXERCISE marker      stubs move lines, so learners get `function`
+  std::string function;        // the definition the region sits in, "MultiHeadAttention::forward"
 };
+
+// The name of the function whose body holds line `index` (0-based) of `lines`: the nearest line above it that
+// opens a definition at the left margin (a signature's first line: an identifier before '('), qualified as
+// written there ("Decoder::step", "softmax_rows_kernel"). Throws std::runtime_error when none is found.
+std::string enclosing_function(const std::vector<std::string>& lines, int index);
 
 struct Exercise {
   std::string number;  // "2.3"

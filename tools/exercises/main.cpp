@@ -62,6 +62,18 @@ void write_atomically(const fs::path& p, const std::string& text) {
   fs::rename(tmp, p);
 }
 
+// Where a learner writes an exercise, by name (a workspace's stubs move lines): "`split_heads`, `merge_heads`",
+// a region in another file than the first with that file after it: "`cross_entropy` (in autograd/src/ops/loss.cpp)".
+std::string where_to_write(const Exercise& ex) {
+  std::string out;
+  for (const auto& r : ex.regions) {
+    if (out.find("`" + r.function + "`") != std::string::npos) continue;
+    out += (out.empty() ? "`" : ", `") + r.function + "`";
+    if (r.file != ex.regions.front().file) out += " (in " + r.file.string() + ")";
+  }
+  return out;
+}
+
 std::string shell_quote(const std::string& s) {
   std::string out = "'";
   for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
@@ -260,11 +272,13 @@ void make_workspace(const fs::path& root, const fs::path& dest, int chapter, boo
       "```sh\n./run grade          # builds this workspace and grades it; ./run grade 02 for chapter 02\n```\n\n"
       "The grader prints each exercise's points and the first failing check; `blocked by 0.4, 0.3` means\n"
       "exercises this one needs are not solved yet. docs/exercises.md explains the rest.\n\n"
-      "| exercise | points | where | hint |\n|---|---|---|---|\n";
+      "Find a region by its file, its function and its marker `// EXERCISE N.M`; an exercise with several\n"
+      "regions has the others marked `// EXERCISE N.M (continued)`.\n\n"
+      "| exercise | points | file | function | hint |\n|---|---|---|---|---|\n";
   for (const Exercise& ex : all)
     if (chapter < 0 || ex.chapter == chapter)
-      guide += fmt::format("| {} | {} | `{}:{}` | {} |\n", ex.number, ex.points, ex.regions.front().file.string(),
-                           ex.regions.front().first_line, ex.hint);
+      guide += fmt::format("| {} | {} | `{}` | {} | {} |\n", ex.number, ex.points, ex.regions.front().file.string(),
+                           where_to_write(ex), ex.hint);
   write_atomically(dest / "WORKSPACE.md", guide);
   fmt::print("workspace written to {} ({} exercises stubbed{}); read {}\n", dest.string(), only.size(),
              bank ? ", every body chosen at run time" : "", (dest / "WORKSPACE.md").string());
@@ -275,12 +289,50 @@ std::string lowercase(std::string s) {
   return s;
 }
 
+// Every mistake a graded check names with test::mistake("SLUG", ...) in root's tests (tests/helpers.h), and
+// the file that names it.
+std::map<std::string, fs::path> named_mistakes(const fs::path& root) {
+  static const std::regex call(R"re(mistake\(\s*"([a-z0-9-]+)")re");
+  std::map<std::string, fs::path> found;
+  for (const auto& entry : fs::recursive_directory_iterator(root / "tests")) {
+    if (!entry.is_regular_file() || entry.path().extension() != ".cpp") continue;
+    const std::string text = exercises::read_text(entry.path());
+    for (std::sregex_iterator it(text.begin(), text.end(), call), end; it != end; ++it)
+      found.emplace((*it)[1].str(), fs::relative(entry.path(), root));
+  }
+  return found;
+}
+
+// What is wrong with a WRONG entry's first failure besides its `expect` words: it names another mistake's
+// slug, or a seed whose bug the entry does not plant (a message must name the mistake its check detected).
+std::string misnamed(const exercises::BankEntry& e, const std::string& message) {
+  static const std::regex slug(R"(mistake ([a-z0-9-]+):)"), seed(R"(seed \d{3})");
+  std::smatch m;
+  if (std::regex_search(message, m, slug) && lowercase(e.expect) != "mistake " + m[1].str())
+    return "its first failure names mistake '" + m[1].str() + "', which this entry does not plant";
+  for (std::sregex_iterator it(message.begin(), message.end(), seed), end; it != end; ++it)
+    if (e.what.find(it->str()) == std::string::npos)
+      return "its first failure names " + it->str() + "'s bug, which this entry does not plant";
+  return "";
+}
+
 // The CI's proof. 1: with only `k` and what it needs restored, exactly those pass. 2: each bank entry, with
 // every other exercise at its reference: a wrong one scores 0 and its first failure contains its `expect`
-// words; an alternative scores full points. 3: every exercise has at least two wrong entries.
-int prove(const std::vector<Exercise>& all, const std::vector<exercises::BankEntry>& bank, const Builds& build,
-          const fs::path& table_file) {
+// words and names no other mistake or seed; an alternative scores full points. 3: every exercise has at least
+// two wrong entries, and every mistake a graded check names is planted by an entry expecting it.
+int prove(const fs::path& root, const std::vector<Exercise>& all, const std::vector<exercises::BankEntry>& bank,
+          const Builds& build, const fs::path& table_file) {
   int problems = 0;
+  for (const auto& [slug, file] : named_mistakes(root)) {
+    const bool planted = std::any_of(bank.begin(), bank.end(), [&](const exercises::BankEntry& e) {
+      return e.wrong && lowercase(e.expect) == "mistake " + slug;
+    });
+    if (!planted) {
+      ++problems;
+      fmt::print("{} names mistake '{}', and no WRONG entry of the bank plants it (expect: mistake {})\n",
+                 file.string(), slug, slug);
+    }
+  }
   std::map<std::string, const Exercise*> by_number;
   for (const Exercise& ex : all) by_number[ex.number] = &ex;
   for (const Exercise& ex : all) {
@@ -316,9 +368,11 @@ int prove(const std::vector<Exercise>& all, const std::vector<exercises::BankEnt
     const Result r = grade(all, build, -1, e.number).front();
     Row& row = rows[e.number];
     bool ok = false;
+    std::string wrong_name;
     if (e.wrong) {
       ++row.wrong;
-      ok = !r.passed && lowercase(r.message).find(lowercase(e.expect)) != std::string::npos;
+      wrong_name = r.passed ? "" : misnamed(e, r.message);
+      ok = !r.passed && lowercase(r.message).find(lowercase(e.expect)) != std::string::npos && wrong_name.empty();
       row.caught += ok;
     } else {
       ++row.alternatives;
@@ -330,8 +384,9 @@ int prove(const std::vector<Exercise>& all, const std::vector<exercises::BankEnt
     if (!ok) {
       ++problems;
       fmt::print("     {}:{}: {} ({}) {}\n", e.file.string(), e.line, e.wrong ? "wrong" : "alternative", e.what,
-                 e.wrong ? (r.passed ? "passes: the tests do not catch this mistake"
-                                     : "fails, but the first failure does not say '" + e.expect + "'")
+                 e.wrong ? (r.passed              ? "passes: the tests do not catch this mistake"
+                            : !wrong_name.empty() ? "fails, but " + wrong_name
+                                                  : "fails, but the first failure does not say '" + e.expect + "'")
                          : "fails: the tests grade the reference's spelling, not its behaviour");
     }
   }
@@ -396,8 +451,8 @@ int main(int argc, char** argv) {
       int sum = 0;
       for (const Exercise& ex : all) {
         sum += ex.points;
-        fmt::print("{:<5} {:>2} points  {}:{}  {}\n", ex.number, ex.points, ex.regions.front().file.string(),
-                   ex.regions.front().first_line, ex.hint);
+        fmt::print("{:<5} {:>2} points  {}  {}  {}\n", ex.number, ex.points, ex.regions.front().file.string(),
+                   where_to_write(ex), ex.hint);
       }
       fmt::print("{} exercises, {} points\n", all.size(), sum);
       return 0;
@@ -407,7 +462,7 @@ int main(int argc, char** argv) {
       return 0;
     }
     const Builds builds{build, kernel_build};
-    if (pr->parsed()) return prove(all, exercises::read_bank(root / "tools/exercises/bank", all), builds, table);
+    if (pr->parsed()) return prove(root, all, exercises::read_bank(root / "tools/exercises/bank", all), builds, table);
     const auto results = grade(all, builds, chapter);
     print(results);
     write_atomically(json.empty() ? build / "grade.json" : json, to_json(results).dump(2) + "\n");

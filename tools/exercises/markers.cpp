@@ -60,6 +60,19 @@ std::string read_text(const fs::path& p) {
   throw std::runtime_error(file.string() + ":" + std::to_string(line) + ": " + what);
 }
 
+std::string enclosing_function(const std::vector<std::string>& lines, int index) {
+  // A definition's first line at the left margin: not a brace, comment, preprocessor line, label or namespace.
+  static const std::regex signature(
+      R"(^(?![\s}#/]|namespace\b|template\b|public:|private:)[^(;=]*?([A-Za-z_][\w:~]*)\s*\()");
+  for (int i = index; i >= 0; --i) {
+    std::smatch m;
+    if (!std::regex_search(lines[static_cast<std::size_t>(i)], m, signature)) continue;
+    const std::string name = m[1].str();
+    return name.ends_with("operator") ? name + "()" : name;  // NoamSchedule::operator()(...)
+  }
+  throw std::runtime_error("no function definition above line " + std::to_string(index + 1));
+}
+
 std::vector<Exercise> find_exercises(const fs::path& root) {
   std::map<std::string, Exercise> found;
   std::vector<fs::path> files;
@@ -92,7 +105,11 @@ std::vector<Exercise> find_exercises(const fs::path& root) {
           for (std::string n; needs >> n;) ex.needs.push_back(n);
           ex.hint = m[7].str();
         }
-        ex.regions.push_back({rel, i + 1, 0});
+        try {
+          ex.regions.push_back({rel, i + 1, 0, enclosing_function(lines, i)});
+        } catch (const std::runtime_error& e) {
+          fail_at(rel, i + 1, std::string("exercise ") + number + ": " + e.what());
+        }
         open = &ex;
         open_line = i + 1;
       } else if (std::regex_match(line, kEnd)) {

@@ -44,7 +44,7 @@ struct Node {
   Op op{};      // meaningless for accumulators
   Shape shape;  // the output's shape
   DType dtype{};
-  BackwardFn backward;     // null for accumulators, and after a backward that did not retain the graph
+  BackwardFn backward;      // null for accumulators, and after a backward that did not retain the graph
   std::vector<Edge> edges;  // one per input, in record()'s order
   std::vector<SavedVersion> saved;
   bool released = false;     // backward ran without retain_graph: `backward` and what it held are gone
@@ -60,5 +60,10 @@ struct Node {
 // read; backward checks that none was modified in place since.
 void record(Op op, Tensor& out, const std::vector<Tensor>& inputs, BackwardFn backward,
             const std::vector<Tensor>& saved = {});
+
+// Every Node reachable from `root`, root first, each listed once and before every Node it sends gradients to
+// (so that when backward reaches a Node, all of its consumers have run). Tensor::backward walks it; it is
+// public so that chapter 00's graded test can check the order itself, apart from the gradients.
+std::vector<Node*> topological_order(Node* root);
 
 }  // namespace stepformer

@@ -70,7 +70,7 @@ Tensor mul(const Tensor& a, const Tensor& b) {
   // Undefined gradients for inputs that need none.
   record(Op::mul, out, {a, b},
          [sa, sb, a_needs, b_needs](const Tensor& g) -> Gradients {
-           // EXERCISE 0.1 (5 points, needs 0.3 0.4): the gradients of a * b with respect to a and to b.
+           // EXERCISE 0.1 (5 points, needs 0.3 0.4 0.5): the gradients of a * b with respect to a and to b.
            return {a_needs ? sum_to(mul(g, sb), sa.shape()) : Tensor(),
                    b_needs ? sum_to(mul(g, sa), sb.shape()) : Tensor()};
            // END EXERCISE

@@ -45,9 +45,11 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, std::int64_t i
   } else {
     double divisor = 1.0;
     if (reduction == Reduction::mean) {
+      // EXERCISE 7.2 (continued)
       const Tensor ignored = scalar(static_cast<double>(ignore_index), {DType::int64, t.device()});
       const auto counted = static_cast<std::int64_t>(sum(ne(t, ignored).to(DType::int64)).item());
-      divisor = static_cast<double>(counted);  // 0 counted targets give NaN, as PyTorch
+      divisor = static_cast<double>(counted);  // the targets that are not ignored; 0 gives NaN, as PyTorch
+      // END EXERCISE
     }
     {
       NoGradGuard no_grad;
