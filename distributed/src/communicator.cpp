@@ -140,6 +140,24 @@ void Communicator::start_all_reduce_sum(Tensor& t) {
   requests_->pending.push_back(r);
 }
 
+void Communicator::start_reduce_sum(Tensor& t, int root) {
+  MPI_Request r = MPI_REQUEST_NULL;
+  const bool mine = rank_ == root;  // the root's t is both its part and the result
+  check(MPI_Ireduce(mine ? MPI_IN_PLACE : data(t), mine ? data(t) : nullptr, count(t, "reduce"), mpi_type(t, "reduce"),
+                    MPI_SUM, root, MPI_COMM_WORLD, &r),
+        fmt::format("start of the reduce of {} to rank {}", to_string(t.shape()), root));
+  if (mine) t.bump_version();
+  requests_->pending.push_back(r);
+}
+
+void Communicator::start_broadcast(Tensor& t, int root) {
+  MPI_Request r = MPI_REQUEST_NULL;
+  check(MPI_Ibcast(data(t), count(t, "broadcast"), mpi_type(t, "broadcast"), root, MPI_COMM_WORLD, &r),
+        fmt::format("start of the broadcast of {} from rank {}", to_string(t.shape()), root));
+  t.bump_version();
+  requests_->pending.push_back(r);
+}
+
 void Communicator::poll() {
   auto& pending = requests_->pending;
   if (pending.empty()) return;
@@ -149,7 +167,8 @@ void Communicator::poll() {
 
 void Communicator::wait_all() {
   auto& pending = requests_->pending;
-  check(MPI_Waitall(static_cast<int>(pending.size()), pending.data(), MPI_STATUSES_IGNORE), "wait for the all_reduces");
+  check(MPI_Waitall(static_cast<int>(pending.size()), pending.data(), MPI_STATUSES_IGNORE),
+        "wait for the started collectives");
   pending.clear();
 }
 

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
@@ -39,27 +40,83 @@ ZeroAdam::ZeroAdam(nn::NamedTensors params, Communicator& comm, nn::Adam::Option
     total_ += p.numel();
   }
   const std::int64_t ranks = comm_.size();
-  shard_ = (total_ + ranks - 1) / ranks;
+  shard_ = std::max<std::int64_t>(1, (total_ + ranks - 1) / ranks);
   begin_ = shard_ * comm_.rank();
   flat_ = zeros({shard_ * ranks});
-  grad_shard_ = zeros({shard_});
+  grad_shard_ = narrow(flat_, 0, begin_, shard_);
   exp_avg_ = zeros({shard_});
   exp_avg_sq_ = zeros({shard_});
+  // Chunks of about 1 MB (DataParallel's bucket size), cut at every slice boundary, so each has one owner.
+  constexpr std::int64_t kChunk = std::int64_t{1} << 18;
+  for (std::int64_t at = 0; at < flat_.numel();) {
+    chunk_start_.push_back(at);
+    at = std::min({at + kChunk, (at / shard_ + 1) * shard_, flat_.numel()});
+  }
+  chunk_start_.push_back(flat_.numel());
+  chunk_parameter_elements_.assign(chunk_start_.size() - 1, 0);
+  for (std::size_t c = 0; c + 1 < chunk_start_.size(); ++c)  // the padding after the last parameter needs nothing
+    chunk_parameter_elements_[c] = std::max<std::int64_t>(0, std::min(chunk_start_[c + 1], total_) - chunk_start_[c]);
+  waiting_ = chunk_parameter_elements_;
+  next_chunk_ = waiting_.size();
+  packed_.assign(params_.size(), false);
+  for (std::size_t i = 0; i < params_.size(); ++i)
+    hooks_.push_back(
+        params_[i].second.register_post_accumulate_grad_hook([this, i](const Tensor&) { on_gradient(i); }));
+}
+
+ZeroAdam::~ZeroAdam() {
+  for (std::size_t i = 0; i < hooks_.size(); ++i) params_[i].second.remove_post_accumulate_grad_hook(hooks_[i]);
+}
+
+void ZeroAdam::pack(std::size_t i) {
+  NoGradGuard no_grad;
+  const Tensor& p = params_[i].second;
+  Tensor slot = narrow(flat_, 0, offsets_[i], p.numel());
+  const Tensor g = p.grad();
+  if (g.defined())
+    copy_(slot, reshape(g, {p.numel()}));
+  else
+    zero_(slot);
+  packed_[i] = true;
+  const std::int64_t lo = offsets_[i], hi = offsets_[i] + p.numel();
+  auto c =
+      static_cast<std::size_t>(std::upper_bound(chunk_start_.begin(), chunk_start_.end(), lo) - chunk_start_.begin()) -
+      1;
+  for (; c + 1 < chunk_start_.size() && chunk_start_[c] < hi; ++c)
+    waiting_[c] -= std::min(hi, chunk_start_[c + 1]) - std::max(lo, chunk_start_[c]);
+}
+
+void ZeroAdam::start_ready_chunks() {
+  // Strictly in order, the same on every rank (MPI pairs collectives by order); last first, as backward fills them.
+  while (next_chunk_ > 0 && waiting_[next_chunk_ - 1] == 0) {
+    --next_chunk_;
+    Tensor chunk =
+        narrow(flat_, 0, chunk_start_[next_chunk_], chunk_start_[next_chunk_ + 1] - chunk_start_[next_chunk_]);
+    comm_.start_reduce_sum(chunk, owner(chunk_start_[next_chunk_]));
+  }
+}
+
+void ZeroAdam::on_gradient(std::size_t i) {
+  if (packed_[i])
+    throw DistributedError(fmt::format(
+        "ZeroAdam: parameter '{}' got a second gradient before step(); run one backward per step", params_[i].first));
+  pack(i);
+  const std::size_t before = next_chunk_;
+  start_ready_chunks();
+  started_since_step_ += static_cast<std::int64_t>(before - next_chunk_);
+  comm_.poll();  // MPI moves the started chunks' data only inside MPI calls
 }
 
 void ZeroAdam::step() {
   NoGradGuard no_grad;
   const std::int64_t lo = begin_, hi = begin_ + shard_;
-  // 1. Every gradient into the flat vector (zeros where a parameter has none), summed slice by slice.
-  zero_(flat_);
-  for (std::size_t i = 0; i < params_.size(); ++i) {
-    const Tensor g = params_[i].second.grad();
-    if (g.defined()) {
-      Tensor slot = narrow(flat_, 0, offsets_[i], g.numel());
-      copy_(slot, reshape(g, {g.numel()}));
-    }
-  }
-  comm_.reduce_scatter_sum(flat_, grad_shard_);
+  started_in_backward_ = std::exchange(started_since_step_, 0);
+  // 1. Gradients no hook packed (no backward since the last step, or none reached the parameter) are packed now,
+  // the chunks not started yet started; once all are done, grad_shard_ holds the sum over ranks of this slice.
+  for (std::size_t i = 0; i < params_.size(); ++i)
+    if (!packed_[i]) pack(i);
+  start_ready_chunks();
+  comm_.wait_all();
   // 2. The global norm: each rank's slice holds a disjoint part of the summed gradient.
   if (clip_norm_ > 0) {
     // EXERCISE 10.3 (4 points, needs 0.1 0.2 0.5): norm_ = 2-norm of the whole summed gradient; clip as clip_grad_norm_
@@ -79,19 +136,21 @@ void ZeroAdam::step() {
     adam_update_(p, g, m, v, {lr_, o_.beta1, o_.beta2, o_.eps, o_.weight_decay, false, steps_[i]});
     params_[i].second.bump_version();
   }
-  // 4. Every rank's updated slice to every rank (grad_shard_ is free again and carries them).
-  zero_(grad_shard_);
+  // 4. Each parameter's part from the rank that owns it to every rank, in parameter order on every rank.
   for (std::size_t i = 0; i < params_.size(); ++i) {
-    const std::int64_t start = std::max(offsets_[i], lo), end = std::min(offsets_[i] + params_[i].second.numel(), hi);
-    if (start >= end) continue;
-    Tensor slot = narrow(grad_shard_, 0, start - lo, end - start);
-    copy_(slot, narrow(flat_view(params_[i].second), 0, start - offsets_[i], end - start));
+    const std::int64_t end = offsets_[i] + params_[i].second.numel();
+    for (std::int64_t at = offsets_[i]; at < end;) {
+      const std::int64_t upto = std::min(end, (at / shard_ + 1) * shard_);
+      Tensor part = narrow(flat_view(params_[i].second), 0, at - offsets_[i], upto - at);
+      comm_.start_broadcast(part, owner(at));
+      at = upto;
+    }
+    params_[i].second.bump_version();
   }
-  comm_.all_gather(grad_shard_, flat_);
-  for (std::size_t i = 0; i < params_.size(); ++i) {
-    Tensor& p = params_[i].second;
-    copy_(p, reshape(narrow(flat_, 0, offsets_[i], p.numel()), p.shape()));
-  }
+  comm_.wait_all();
+  packed_.assign(params_.size(), false);
+  waiting_ = chunk_parameter_elements_;
+  next_chunk_ = waiting_.size();
 }
 
 nn::StateDict ZeroAdam::state_dict() const {

@@ -220,6 +220,21 @@ TEST_CASE("the Transformer's gradient buckets all leave during backward, the sam
   CHECK(sizes[0] == sizes[1]);
 }
 
+TEST_CASE("ZeroAdam reduces every chunk of the gradient during backward, last first", "[ch10]") {
+  Communicator& comm = *g_comm;
+  const auto vocab = numeral_vocabularies();
+  Generator gen(1);
+  Transformer model(tiny_config(vocab), gen);
+  DistributedTrainer trainer(model, comm, {.warmup = 4}, {.zero = true});
+  const auto& zero = dynamic_cast<const distributed::ZeroAdam&>(trainer.optimizer());
+  REQUIRE(zero.chunk_count() >= 2);  // at least one chunk per slice
+  for (std::int64_t k = 0; k < 2; ++k) {  // twice: the chunks are reused
+    trainer.step(make_batch(my_half(global_batch(k), comm), vocab.src, vocab.tgt));
+    INFO("every parameter of the Transformer gets a gradient, so every chunk is complete, and started, in backward");
+    CHECK(zero.chunks_started_in_backward() == zero.chunk_count());
+  }
+}
+
 TEST_CASE("ZeroAdam clips by the global norm of the summed gradient", "[ch10][ex10.3]") {
   // The reference: every rank sums the gradients itself, clips with nn::clip_grad_norm_ and steps nn::Adam.
   Communicator& comm = *g_comm;

@@ -56,6 +56,10 @@ class Communicator {
   // MPI moves data only inside MPI calls (no progress thread), so poll() lets the started ones advance while
   // the caller computes.
   void start_all_reduce_sum(Tensor& t);
+  // Non-blocking reduce to one rank: `root`'s t becomes the sum over ranks (the others' t is only read).
+  void start_reduce_sum(Tensor& t, int root);
+  // Non-blocking broadcast: every rank's t becomes root's.
+  void start_broadcast(Tensor& t, int root);
   void poll();
   void wait_all();
 
