@@ -227,7 +227,7 @@ TEST_CASE("ZeroAdam reduces every chunk of the gradient during backward, last fi
   Transformer model(tiny_config(vocab), gen);
   DistributedTrainer trainer(model, comm, {.warmup = 4}, {.zero = true});
   const auto& zero = dynamic_cast<const distributed::ZeroAdam&>(trainer.optimizer());
-  REQUIRE(zero.chunk_count() >= 2);  // at least one chunk per slice
+  REQUIRE(zero.chunk_count() >= 2);       // at least one chunk per slice
   for (std::int64_t k = 0; k < 2; ++k) {  // twice: the chunks are reused
     trainer.step(make_batch(my_half(global_batch(k), comm), vocab.src, vocab.tgt));
     INFO("every parameter of the Transformer gets a gradient, so every chunk is complete, and started, in backward");
