@@ -36,6 +36,17 @@ void check_same_model(const nn::NamedTensors& params, Communicator& comm) {
 
 }  // namespace
 
+GradientHooks::GradientHooks(nn::NamedTensors params, const std::function<void(std::size_t)>& on_gradient)
+    : params_(std::move(params)) {
+  for (std::size_t i = 0; i < params_.size(); ++i)
+    handles_.push_back(
+        params_[i].second.register_post_accumulate_grad_hook([on_gradient, i](const Tensor&) { on_gradient(i); }));
+}
+
+GradientHooks::~GradientHooks() {
+  for (std::size_t i = 0; i < handles_.size(); ++i) params_[i].second.remove_post_accumulate_grad_hook(handles_[i]);
+}
+
 void broadcast_parameters(nn::Module& model, Communicator& comm) {
   nn::NamedTensors params = model.named_parameters();
   check_same_model(params, comm);
@@ -76,13 +87,7 @@ DataParallel::DataParallel(nn::Module& model, Communicator& comm, DataParallelOp
     b.flat = zeros({b.offsets.back() + last.numel()}, {last.dtype()});
   }
   ready_count_.assign(buckets_.size(), 0);
-  for (std::size_t k = 0; k < n; ++k)
-    hooks_.push_back(
-        params_[k].second.register_post_accumulate_grad_hook([this, k](const Tensor&) { on_gradient(k); }));
-}
-
-DataParallel::~DataParallel() {
-  for (std::size_t k = 0; k < hooks_.size(); ++k) params_[k].second.remove_post_accumulate_grad_hook(hooks_[k]);
+  hooks_ = std::make_unique<GradientHooks>(params_, [this](std::size_t k) { on_gradient(k); });
 }
 
 void DataParallel::pack(std::size_t k) {

@@ -59,13 +59,7 @@ ZeroAdam::ZeroAdam(nn::NamedTensors params, Communicator& comm, nn::Adam::Option
   waiting_ = chunk_parameter_elements_;
   next_chunk_ = waiting_.size();
   packed_.assign(params_.size(), false);
-  for (std::size_t i = 0; i < params_.size(); ++i)
-    hooks_.push_back(
-        params_[i].second.register_post_accumulate_grad_hook([this, i](const Tensor&) { on_gradient(i); }));
-}
-
-ZeroAdam::~ZeroAdam() {
-  for (std::size_t i = 0; i < hooks_.size(); ++i) params_[i].second.remove_post_accumulate_grad_hook(hooks_[i]);
+  hooks_ = std::make_unique<GradientHooks>(params_, [this](std::size_t i) { on_gradient(i); });
 }
 
 void ZeroAdam::pack(std::size_t i) {

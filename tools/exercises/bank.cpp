@@ -1,5 +1,6 @@
 // Reading the bug bank (exercises.h explains the format).
 #include <algorithm>
+#include <cctype>
 #include <fstream>
 #include <regex>
 #include <set>
@@ -80,6 +81,35 @@ std::vector<BankEntry> read_bank(const fs::path& folder, const std::vector<Exerc
     if (!e.wrong && !e.expect.empty()) fail_at(e.file, e.line, "an alternative passes: 'expect:' means nothing there");
   }
   return bank;
+}
+
+bool equal_ignoring_case(const std::string& a, const std::string& b) {
+  return std::equal(a.begin(), a.end(), b.begin(), b.end(), [](char x, char y) {
+    return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
+  });
+}
+
+std::map<std::string, fs::path> named_mistakes(const fs::path& root) {
+  static const std::regex call(R"re(mistake\(\s*"([a-z0-9-]+)")re");
+  std::map<std::string, fs::path> found;
+  for (const auto& entry : fs::recursive_directory_iterator(root / "tests")) {
+    if (!entry.is_regular_file() || entry.path().extension() != ".cpp") continue;
+    const std::string text = read_text(entry.path());
+    for (std::sregex_iterator it(text.begin(), text.end(), call), end; it != end; ++it)
+      found.emplace((*it)[1].str(), fs::relative(entry.path(), root));
+  }
+  return found;
+}
+
+std::string misnamed(const exercises::BankEntry& e, const std::string& message) {
+  static const std::regex slug(R"(mistake ([a-z0-9-]+):)"), seed(R"(seed \d{3})");
+  std::smatch m;
+  if (std::regex_search(message, m, slug) && !equal_ignoring_case(e.expect, "mistake " + m[1].str()))
+    return "its first failure names mistake '" + m[1].str() + "', which this entry does not plant";
+  for (std::sregex_iterator it(message.begin(), message.end(), seed), end; it != end; ++it)
+    if (e.what.find(it->str()) == std::string::npos)
+      return "its first failure names " + it->str() + "'s bug, which this entry does not plant";
+  return "";
 }
 
 }  // namespace exercises

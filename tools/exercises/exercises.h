@@ -70,6 +70,15 @@ struct BankEntry {
 // and line for a malformed entry, an unknown exercise or region, or a name used twice.
 std::vector<BankEntry> read_bank(const std::filesystem::path& folder, const std::vector<Exercise>& all);
 
+// Every mistake a graded check names with test::mistake("SLUG", ...) in root's tests (tests/helpers.h), and
+// the file that names it; the proof requires a WRONG entry expecting "mistake SLUG" for each.
+std::map<std::string, std::filesystem::path> named_mistakes(const std::filesystem::path& root);
+// What is wrong with a WRONG entry's first failure besides its `expect` words: it names another mistake's
+// slug, or a seed whose bug the entry does not plant (empty: nothing). A message names the mistake its check
+// detected, and only that one.
+std::string misnamed(const BankEntry& e, const std::string& message);
+bool equal_ignoring_case(const std::string& a, const std::string& b);
+
 enum class StubKind { stub, bank };
 // Rewrites one file's marked regions of the given exercises (all when `only` is empty).
 //  stub: the region's code is replaced by a throw of NotImplemented (in a kernel: a trap on a GPU, a throw

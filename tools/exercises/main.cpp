@@ -289,33 +289,6 @@ std::string lowercase(std::string s) {
   return s;
 }
 
-// Every mistake a graded check names with test::mistake("SLUG", ...) in root's tests (tests/helpers.h), and
-// the file that names it.
-std::map<std::string, fs::path> named_mistakes(const fs::path& root) {
-  static const std::regex call(R"re(mistake\(\s*"([a-z0-9-]+)")re");
-  std::map<std::string, fs::path> found;
-  for (const auto& entry : fs::recursive_directory_iterator(root / "tests")) {
-    if (!entry.is_regular_file() || entry.path().extension() != ".cpp") continue;
-    const std::string text = exercises::read_text(entry.path());
-    for (std::sregex_iterator it(text.begin(), text.end(), call), end; it != end; ++it)
-      found.emplace((*it)[1].str(), fs::relative(entry.path(), root));
-  }
-  return found;
-}
-
-// What is wrong with a WRONG entry's first failure besides its `expect` words: it names another mistake's
-// slug, or a seed whose bug the entry does not plant (a message must name the mistake its check detected).
-std::string misnamed(const exercises::BankEntry& e, const std::string& message) {
-  static const std::regex slug(R"(mistake ([a-z0-9-]+):)"), seed(R"(seed \d{3})");
-  std::smatch m;
-  if (std::regex_search(message, m, slug) && lowercase(e.expect) != "mistake " + m[1].str())
-    return "its first failure names mistake '" + m[1].str() + "', which this entry does not plant";
-  for (std::sregex_iterator it(message.begin(), message.end(), seed), end; it != end; ++it)
-    if (e.what.find(it->str()) == std::string::npos)
-      return "its first failure names " + it->str() + "'s bug, which this entry does not plant";
-  return "";
-}
-
 // The CI's proof. 1: with only `k` and what it needs restored, exactly those pass. 2: each bank entry, with
 // every other exercise at its reference: a wrong one scores 0 and its first failure contains its `expect`
 // words and names no other mistake or seed; an alternative scores full points. 3: every exercise has at least
@@ -323,7 +296,7 @@ std::string misnamed(const exercises::BankEntry& e, const std::string& message) 
 int prove(const fs::path& root, const std::vector<Exercise>& all, const std::vector<exercises::BankEntry>& bank,
           const Builds& build, const fs::path& table_file) {
   int problems = 0;
-  for (const auto& [slug, file] : named_mistakes(root)) {
+  for (const auto& [slug, file] : exercises::named_mistakes(root)) {
     const bool planted = std::any_of(bank.begin(), bank.end(), [&](const exercises::BankEntry& e) {
       return e.wrong && lowercase(e.expect) == "mistake " + slug;
     });
@@ -371,7 +344,7 @@ int prove(const fs::path& root, const std::vector<Exercise>& all, const std::vec
     std::string wrong_name;
     if (e.wrong) {
       ++row.wrong;
-      wrong_name = r.passed ? "" : misnamed(e, r.message);
+      wrong_name = r.passed ? "" : exercises::misnamed(e, r.message);
       ok = !r.passed && lowercase(r.message).find(lowercase(e.expect)) != std::string::npos && wrong_name.empty();
       row.caught += ok;
     } else {

@@ -10,6 +10,8 @@
 // the same on every rank, because MPI pairs collectives by order (a bucket ready early waits for the ones
 // before it).
 #include <cstddef>
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -27,11 +29,24 @@ struct DataParallelOptions {
 // the first rank that differs), then copies rank 0's parameters and buffers to every rank.
 void broadcast_parameters(nn::Module& model, Communicator& comm);
 
+// A post-accumulate hook on every parameter, calling on_gradient(i) with the parameter's index as its gradient
+// is complete; removed when this goes (the model may outlive its DataParallel or ZeroAdam, or get another).
+class GradientHooks {
+ public:
+  GradientHooks(nn::NamedTensors params, const std::function<void(std::size_t)>& on_gradient);
+  ~GradientHooks();
+  GradientHooks(const GradientHooks&) = delete;
+  GradientHooks& operator=(const GradientHooks&) = delete;
+
+ private:
+  nn::NamedTensors params_;
+  std::vector<std::uint64_t> handles_;
+};
+
 class DataParallel {
  public:
   // broadcast_parameters, then hooks every parameter. Parameters must be contiguous CPU tensors.
   DataParallel(nn::Module& model, Communicator& comm, DataParallelOptions o = {});
-  ~DataParallel();  // removes its hooks: the model may outlive it, or get another DataParallel
   DataParallel(const DataParallel&) = delete;
   DataParallel& operator=(const DataParallel&) = delete;
 
@@ -59,7 +74,6 @@ class DataParallel {
   DataParallelOptions o_;
   nn::NamedTensors params_;
   std::vector<Bucket> buckets_;
-  std::vector<std::uint64_t> hooks_;      // per parameter
   std::vector<std::size_t> bucket_of_;    // per parameter
   std::vector<std::size_t> slot_of_;      // per parameter: its place in its bucket
   std::vector<bool> packed_;              // per parameter, this step
@@ -67,6 +81,7 @@ class DataParallel {
   std::size_t next_to_start_ = 0;
   std::vector<std::size_t> current_started_, started_in_backward_;
   double seconds_waiting_ = 0;
+  std::unique_ptr<GradientHooks> hooks_;  // last: removed before the buckets it fills go
 };
 
 }  // namespace stepformer::distributed

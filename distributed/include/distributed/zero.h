@@ -16,6 +16,7 @@
 // backward (sharding that too is ZeRO-2). Use it without DataParallel: the reductions are this step's sum. One
 // backward per step, as DataParallel: a second gradient before step() is an error.
 #include "distributed/communicator.h"
+#include "distributed/data_parallel.h"
 #include "nn/optim.h"
 
 namespace stepformer::distributed {
@@ -23,9 +24,8 @@ namespace stepformer::distributed {
 class ZeroAdam : public nn::Optimizer {
  public:
   // Every parameter must be a contiguous float32 CPU tensor; clip_norm > 0 clips by the global norm. Hooks every
-  // parameter (removed by the destructor).
+  // parameter (removed when it goes).
   ZeroAdam(nn::NamedTensors params, Communicator& comm, nn::Adam::Options o, double clip_norm = 0);
-  ~ZeroAdam() override;
 
   void step() override;
   double last_gradient_norm() const { return norm_; }  // before clipping (0 unless clipping)
@@ -57,8 +57,8 @@ class ZeroAdam : public nn::Optimizer {
   std::vector<std::int64_t> chunk_parameter_elements_, waiting_;  // per chunk: all, and not packed yet
   std::size_t next_chunk_ = 0;                                    // chunks not started yet: [0, next_chunk_)
   std::vector<bool> packed_;
-  std::vector<std::uint64_t> hooks_;
   std::int64_t started_in_backward_ = 0, started_since_step_ = 0;
+  std::unique_ptr<GradientHooks> hooks_;  // last: removed before the flat vector it fills goes
 };
 
 }  // namespace stepformer::distributed
