@@ -1,7 +1,7 @@
 // Training-step and decoding benchmark of the whole Transformer: the small config (d_model 128, 2+2
 // layers, batch 64 x 16 tokens) and the paper's base config (d_model 512, 6+6 layers, batch 32 x 32),
 // 8000-word vocabularies, the chapter 07 recipe (Adam, label smoothing 0.1, clipping). Prints ms per
-// step, tokens/s and model FLOPs utilisation (transformer/flops.h over autograd/peak.h's measured peak),
+// step, tokens/s and model FLOPs utilisation (transformer/flops.h over cpu/peak.h's measured peak),
 // greedy decoding ms per batch and the process's peak memory. tools/compare/torch_train_step.py runs the
 // same shapes in PyTorch, so that the two can be run back to back.
 //
@@ -15,7 +15,7 @@
 
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
-#include "autograd/peak.h"
+#include "cpu/peak.h"
 #include "model_setup.h"
 #include "timing.h"
 #include "transformer/decoding.h"
@@ -68,7 +68,7 @@ int main(int argc, char** argv) {
         greedy_decode(model, b.src, {.max_len = len});
       },
       3, 0.5);
-  const double flops = training_step_flops(cfg, batch, len, len), peak = cpu_peak_flops(omp_get_max_threads());
+  const double flops = training_step_flops(cfg, batch, len, len), peak = cpu::peak_flops(omp_get_max_threads());
   fmt::print(
       "{} config: {} parameters, batch {} x {} tokens, {} threads: train step {:.1f} ms (best) {:.1f} ms (mean of "
       "{}), {:.0f} target tokens/s, {:.1f} model GFLOP/step, MFU {:.1f}% of {:.0f} GFLOP/s; greedy decode {} tokens "

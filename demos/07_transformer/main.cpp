@@ -18,7 +18,7 @@
 
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
-#include "autograd/peak.h"
+#include "cpu/peak.h"
 #include "demo.h"
 #include "transformer/bleu.h"
 #include "transformer/decoding.h"
@@ -77,14 +77,14 @@ std::string duration(double seconds) {
 }
 
 // One line per report on a pipe (CI logs), a redrawn bar on a terminal.
-// MFU: the model FLOPs done (transformer/flops.h) per second over the machine's measured peak (autograd/peak.h).
+// MFU: the model FLOPs done (transformer/flops.h) per second over the machine's measured peak (cpu/peak.h).
 void progress(std::int64_t step, std::int64_t total, double loss, double tokens_per_s, double flops_per_s,
               double elapsed, const std::string& extra) {
   static const bool tty = isatty(STDOUT_FILENO);
   const int filled = static_cast<int>(30.0 * static_cast<double>(step) / static_cast<double>(total));
   const double eta = elapsed / static_cast<double>(step) * static_cast<double>(total - step);
   // The peak is the CPU's; on another device the line shows no MFU rather than a wrong one.
-  static const double peak = sf::default_device() == sf::kCPU ? sf::cpu_peak_flops(0) : 0;
+  static const double peak = sf::default_device() == sf::kCPU ? sf::cpu::peak_flops(0) : 0;
   const std::string mfu = peak > 0 ? fmt::format("  MFU {:4.1f}%", 100 * flops_per_s / peak) : "";
   fmt::print("{}[{}{}] step {:5d}/{}  loss {:.3f}  {:6.0f} tok/s{}  ETA {:>6}{}{}", tty ? "\r" : "",
              std::string(filled, '#'), std::string(30 - filled, '.'), step, total, loss, tokens_per_s, mfu,

@@ -28,6 +28,7 @@
 #include <sstream>
 
 #include "exercises.h"
+#include "files/atomic_write.h"
 
 namespace fs = std::filesystem;
 using exercises::Exercise;
@@ -49,17 +50,6 @@ struct Builds {
 int timeout_seconds() {
   const char* env = std::getenv("STEPFORMER_GRADE_TIMEOUT");
   return env ? std::max(1, std::atoi(env)) : 300;
-}
-
-// Written whole to a temporary file, then renamed over the target: a crash leaves the old file or the new.
-void write_atomically(const fs::path& p, const std::string& text) {
-  const fs::path tmp = p.string() + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary);
-    out << text;
-    if (!out) throw std::runtime_error("cannot write " + tmp.string());
-  }
-  fs::rename(tmp, p);
 }
 
 // Where a learner writes an exercise, by name (a workspace's stubs move lines): "`split_heads`, `merge_heads`",
@@ -256,7 +246,7 @@ void make_workspace(const fs::path& root, const fs::path& dest, int chapter, boo
   const auto entries =
       bank ? exercises::read_bank(root / "tools/exercises/bank", all) : std::vector<exercises::BankEntry>{};
   for (const fs::path& f : files)
-    write_atomically(
+    stepformer::files::write_atomically(
         dest / f, exercises::rewrite(exercises::read_text(root / f), f,
                                      bank ? exercises::StubKind::bank : exercises::StubKind::stub, only, entries, all));
   if (marked_only) {
@@ -279,7 +269,7 @@ void make_workspace(const fs::path& root, const fs::path& dest, int chapter, boo
     if (chapter < 0 || ex.chapter == chapter)
       guide += fmt::format("| {} | {} | `{}` | {} | {} |\n", ex.number, ex.points, ex.regions.front().file.string(),
                            where_to_write(ex), ex.hint);
-  write_atomically(dest / "WORKSPACE.md", guide);
+  stepformer::files::write_atomically(dest / "WORKSPACE.md", guide);
   fmt::print("workspace written to {} ({} exercises stubbed{}); read {}\n", dest.string(), only.size(),
              bank ? ", every body chosen at run time" : "", (dest / "WORKSPACE.md").string());
 }
@@ -376,7 +366,7 @@ int prove(const fs::path& root, const std::vector<Exercise>& all, const std::vec
                          row.alternatives ? fmt::format("{} / {}", row.passing, row.alternatives) : "-");
   }
   fmt::print("\n{}", table);
-  if (!table_file.empty()) write_atomically(table_file, table);
+  if (!table_file.empty()) stepformer::files::write_atomically(table_file, table);
   fmt::print("{}\n", problems ? fmt::format("{} problems", problems)
                               : "every exercise's tests pass exactly when it is restored, fail every wrong solution "
                                 "in the bank with a message naming it, and pass every alternative");
@@ -438,7 +428,7 @@ int main(int argc, char** argv) {
     if (pr->parsed()) return prove(root, all, exercises::read_bank(root / "tools/exercises/bank", all), builds, table);
     const auto results = grade(all, builds, chapter);
     print(results);
-    write_atomically(json.empty() ? build / "grade.json" : json, to_json(results).dump(2) + "\n");
+    stepformer::files::write_atomically(json.empty() ? build / "grade.json" : json, to_json(results).dump(2) + "\n");
     if (expect == "pass") {
       const bool ok = total_points(results, true) == total_points(results, false) && !results.empty();
       fmt::print("{}\n", ok ? "expected: every exercise passes - yes" : "expected: every exercise passes - NO");

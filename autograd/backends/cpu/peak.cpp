@@ -1,4 +1,4 @@
-#include "autograd/peak.h"
+#include "cpu/peak.h"
 
 #include <omp.h>
 
@@ -10,16 +10,16 @@
 
 #include "gemm.h"
 
-namespace stepformer {
+namespace stepformer::cpu {
 
-double cpu_peak_flops(int threads) {
+double peak_flops(int threads) {
   if (threads <= 0) threads = omp_get_max_threads();
   static std::mutex mutex;
   static std::map<int, double> measured;
   const std::lock_guard lock(mutex);
   if (const auto it = measured.find(threads); it != measured.end()) return it->second;
 
-  const auto& kernel = cpu::gemm_kernels<float>().back();
+  const auto& kernel = gemm_kernels<float>().back();
   const std::int64_t k = 256;  // 256 x (mr + nr) floats: both panels fit in L1
   const int calls = 10000;     // ~5 ms per round at 100 GFLOP/s
   double best = 1e30;
@@ -37,4 +37,4 @@ double cpu_peak_flops(int threads) {
   return measured[threads] = flops;
 }
 
-}  // namespace stepformer
+}  // namespace stepformer::cpu

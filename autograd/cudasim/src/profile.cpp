@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "checker.h"
+#include "files/atomic_write.h"
 #include "scheduler.h"
 #include "symbols.h"
 
@@ -56,27 +57,15 @@ std::vector<std::unordered_map<const void*, std::uint32_t>> visits;  // per thre
 
 std::string json_path;  // where the JSON goes at exit
 
-// Written whole to a temporary file, then renamed over the target: a crash leaves the old file or the new.
-bool write_atomically(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  std::FILE* f = std::fopen(tmp.c_str(), "wb");
-  const bool ok = f && std::fwrite(text.data(), 1, text.size(), f) == text.size();
-  if ((f && std::fclose(f) != 0) || !ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int error = errno;  // what failed, not the clean-up
-    std::remove(tmp.c_str());
-    errno = error;
-    return false;
-  }
-  return true;
-}
-
 void print_at_exit() {
   if (counters.empty()) return;
   std::fprintf(stderr, "%s", profile::table(counters).c_str());
-  if (write_atomically(json_path, profile::json(counters)))
+  try {  // at exit: a failure is reported, never thrown
+    stepformer::files::write_atomically(json_path, profile::json(counters));
     std::fprintf(stderr, "cuda-sim: profile written to %s\n", json_path.c_str());
-  else
-    std::fprintf(stderr, "cuda-sim: cannot write the profile to %s: %s\n", json_path.c_str(), std::strerror(errno));
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "cuda-sim: cannot write the profile: %s\n", e.what());
+  }
 }
 
 const bool from_environment = [] {

@@ -11,7 +11,6 @@
 #include "autograd/graphviz.h"
 #include "autograd/op_table.h"
 #include "autograd/ops.h"
-#include "autograd/peak.h"
 #include "autograd/random.h"
 #include "autograd/scope.h"
 #include "autograd/shape.h"

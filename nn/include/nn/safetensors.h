@@ -38,7 +38,7 @@ Safetensors parse_safetensors(std::span<const std::byte> bytes, std::string_view
 void save_safetensors(const std::filesystem::path& path, const StateDict& tensors, const Metadata& metadata = {});
 Safetensors load_safetensors(const std::filesystem::path& path);
 
-// Writes bytes to `path` atomically as above (also used for any file the project writes).
+// Writes bytes to `path` atomically as above (files/atomic_write.h); a failure is an IoError.
 void write_file_atomically(const std::filesystem::path& path, std::span<const std::byte> bytes);
 
 }  // namespace stepformer::nn
