@@ -230,4 +230,40 @@ void dispatch_binary(BinaryOp op, DType dtype, const char* device, Map&& map) {
   detail::unknown_op("binary", static_cast<int>(op), device);
 }
 
+// One Adam / AdamW step on one element (Kingma & Ba 2015, Algorithm 1; Loshchilov & Hutter 2019 for the
+// decoupled decay), in double, in the operation order of torch.optim.Adam / AdamW (foreach=False):
+//   Adam:  g += wd p            AdamW: p *= 1 - lr wd
+//   m = b1 m + (1 - b1) g,  v = b2 v + (1 - b2) g^2
+//   p -= lr (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps)
+// Every backend's adam_update is a loop (or a grid) over this; what is a backend's own is only the mapping.
+struct AdamStep {
+  double lr, beta1, beta2, eps, weight_decay;
+  double bc1, bc2;  // the bias corrections 1 - beta1^t and 1 - beta2^t, once per step
+  bool decoupled;
+};
+inline AdamStep adam_step(const AdamConfig& cfg) {  // host: std::pow once per step, not per element
+  return {cfg.lr,
+          cfg.beta1,
+          cfg.beta2,
+          cfg.eps,
+          cfg.weight_decay,
+          1.0 - std::pow(cfg.beta1, static_cast<double>(cfg.step)),
+          1.0 - std::pow(cfg.beta2, static_cast<double>(cfg.step)),
+          cfg.decoupled};
+}
+template <class T>
+STEPFORMER_MATH_FN void adam_element(T& param, T grad, T& m, T& v, const AdamStep& s) {
+  double g = grad, p = param;
+  if (s.decoupled)
+    p *= 1.0 - s.lr * s.weight_decay;  // AdamW: decay the weight itself
+  else
+    g += s.weight_decay * p;  // Adam: L2 term in the gradient
+  const double mi = s.beta1 * m + (1 - s.beta1) * g;
+  const double vi = s.beta2 * v + (1 - s.beta2) * g * g;
+  p -= s.lr * (mi / s.bc1) / (sqrt_(vi / s.bc2) + s.eps);
+  m = static_cast<T>(mi);
+  v = static_cast<T>(vi);
+  param = static_cast<T>(p);
+}
+
 }  // namespace stepformer

@@ -139,6 +139,43 @@ class Backend {
                            const AdamConfig& cfg) = 0;
 };
 
+// The overrides of every kernel above, declared once for all backends: a backend's class names
+// STEPFORMER_BACKEND_KERNELS (and device(), bytes_in_use()) and defines each kernel in the file of its
+// section (memory, elementwise, reduce, gemm, softmax, norm, embedding, loss, random, optim), the same file
+// names in backends/cpu, backends/cuda and backends/reference. The documentation is the interface above.
+#define STEPFORMER_BACKEND_KERNELS                                                                                     \
+  void* allocate(std::size_t bytes) override;                                                                          \
+  void deallocate(void* ptr, std::size_t bytes) override;                                                              \
+  void copy_from_host(void* dst, const void* host_src, std::size_t bytes) override;                                    \
+  void copy_to_host(void* host_dst, const void* src, std::size_t bytes) override;                                      \
+  void fill(const TensorDesc& out, double value) override;                                                             \
+  void unary(UnaryOp op, const TensorDesc& out, const TensorDesc& in, double alpha) override;                          \
+  void binary(BinaryOp op, const TensorDesc& out, const TensorDesc& a, const TensorDesc& b) override;                  \
+  void where(const TensorDesc& out, const TensorDesc& cond, const TensorDesc& a, const TensorDesc& b) override;        \
+  void accumulate(const TensorDesc& out, const TensorDesc& in, double alpha) override;                                 \
+  void reduce(ReduceOp op, const TensorDesc& out, const TensorDesc& in) override;                                      \
+  void gemm(const TensorDesc& c, const TensorDesc& a, const TensorDesc& b, double alpha, double beta) override;        \
+  void softmax_forward(const TensorDesc& out, const TensorDesc& in, bool log) override;                                \
+  void softmax_backward(const TensorDesc& grad_in, const TensorDesc& grad_out, const TensorDesc& out, bool log)        \
+      override;                                                                                                        \
+  void layer_norm_forward(const TensorDesc& y, const TensorDesc& mean, const TensorDesc& rstd, const TensorDesc& x,    \
+                          const TensorDesc& gamma, const TensorDesc& beta, double eps) override;                       \
+  void layer_norm_backward(const TensorDesc& dx, const TensorDesc& dgamma, const TensorDesc& dbeta,                    \
+                           const TensorDesc& dy, const TensorDesc& x, const TensorDesc& mean, const TensorDesc& rstd,  \
+                           const TensorDesc& gamma) override;                                                          \
+  std::int64_t gather_rows(const TensorDesc& out, const TensorDesc& table, const TensorDesc& ids) override;            \
+  void scatter_add_rows(const TensorDesc& table_grad, const TensorDesc& grad, const TensorDesc& ids,                   \
+                        std::int64_t skip_id) override;                                                                \
+  std::int64_t cross_entropy_forward(const TensorDesc& loss, const TensorDesc& lse, const TensorDesc& logits,          \
+                                     const TensorDesc& targets, std::int64_t ignore_index, double smoothing) override; \
+  void cross_entropy_backward(const TensorDesc& dlogits, const TensorDesc& logits, const TensorDesc& lse,              \
+                              const TensorDesc& targets, const TensorDesc& grad_loss, std::int64_t ignore_index,       \
+                              double smoothing) override;                                                              \
+  void random_fill(const TensorDesc& out, Distribution dist, double a, double b, std::uint64_t seed,                   \
+                   std::uint64_t offset) override;                                                                     \
+  void adam_update(const TensorDesc& param, const TensorDesc& grad, const TensorDesc& m, const TensorDesc& v,          \
+                   const AdamConfig& cfg) override;
+
 // The backend of a device; throws DeviceError when that device is not built into this library.
 Backend& backend_for(Device device);
 
