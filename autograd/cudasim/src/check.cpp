@@ -1,27 +1,21 @@
-// The kernel checker (cudasim/check.h): device memory, the shadow of every byte kernels touch, the access
-// hooks that clang's -fsanitize-coverage=trace-loads,trace-stores calls, and the reports.
-//
-// Shadow: per byte, the last write and the last two reads from different threads (an Access: launch, block,
-// thread, barrier epoch, warp epoch, atomic or not) and when it was last written (initcheck). Two accesses
+// The kernel checker's access hook (cudasim/check.h): every load and store of kernel code, through the hooks
+// that clang's -fsanitize-coverage=trace-loads,trace-stores calls, checked by memcheck (bounds, frees,
+// alignment), initcheck (reads of bytes nothing wrote) and racecheck against the shadow (arena.h). Two accesses
 // race when neither is ordered before the other: same launch, and different blocks (global memory), or same
 // block, different threads, same barrier epoch and, within one warp, same __syncwarp epoch.
+// Beside it: arena.cpp (device memory), reports.cpp (reports, switches), synccheck.cpp (barriers).
 #include "cudasim/check.h"
 
 #include <fmt/format.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
-#include <map>
-#include <mutex>
-#include <tuple>
 #include <vector>
 
+#include "arena.h"
 #include "checker.h"
-#include "scheduler.h"
+#include "reports.h"
 #include "symbols.h"
 
 #if defined(CUDASIM_CHECK)
@@ -33,153 +27,9 @@ extern "C" char __stop_cudasim_shared[] __attribute__((weak));
 
 namespace cudasim {
 
-namespace detail {
-unsigned enabled_checks = 0;
-}  // namespace detail
-
 using namespace detail;
 
 namespace {
-
-struct Access {
-  std::uint32_t launch = 0, block = 0, epoch = 0;
-  std::uint16_t thread = 0, warp_epoch = 0;
-  bool atomic = false;
-};
-
-struct Cell {
-  Access write, read, other_read;                       // other_read: the last reader that is not `read`'s thread
-  std::uint32_t written_launch = 0, written_block = 0;  // global: written at all; shared: by this block
-};
-
-constexpr std::uint32_t kByHost = 0xffffffffu;
-
-struct Allocation {
-  std::size_t bytes = 0;
-  bool freed = false;
-  bool host_wrote_all = false;  // a copy covered it whole before any shadow existed
-  std::vector<Cell> shadow;     // created when a kernel (or a partial copy) first touches it
-};
-
-// Device memory of the checking build: one reserved stretch of address space; each allocation gets fresh
-// pages and a page of gap after it; freed pages are returned but their addresses never reused, so a use
-// after free is always seen as one.
-class Arena {
- public:
-  static constexpr std::size_t kReserve = std::size_t{1} << 40;
-  bool contains(std::uintptr_t a) const { return a - base_ < kReserve; }
-
-  void* allocate(std::size_t bytes) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (base_ == 0) reserve();
-    const std::size_t span = round(bytes == 0 ? 1 : bytes);
-    if (next_ + span + page_ > kReserve) fail("checking build: the device arena's 1 TiB of addresses is used up");
-    char* p = reinterpret_cast<char*>(base_ + next_);
-    if (mprotect(p, span, PROT_READ | PROT_WRITE) != 0) fail("checking build: cannot commit device memory");
-    next_ += span + page_;
-    std::memset(p, 0xFF, span);  // fresh device memory is garbage: NaN
-    Allocation& a = table_[reinterpret_cast<std::uintptr_t>(p)];
-    a.bytes = bytes;
-    return p;
-  }
-
-  void free(void* ptr) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto it = table_.find(reinterpret_cast<std::uintptr_t>(ptr));
-    if (it == table_.end() || it->second.freed) fail(fmt::format("device_free({}): not a live device allocation", ptr));
-    const std::size_t span = round(it->second.bytes == 0 ? 1 : it->second.bytes);
-    madvise(ptr, span, MADV_DONTNEED);
-    mprotect(ptr, span, PROT_NONE);  // host code touching it now faults
-    it->second.freed = true;
-    std::vector<Cell>().swap(it->second.shadow);
-  }
-
-  // The allocation whose bytes contain `a`, else null (and `nearest` the closest one, live or freed).
-  std::pair<std::uintptr_t, Allocation*> find(std::uintptr_t a, std::pair<std::uintptr_t, Allocation*>* nearest) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto it = table_.upper_bound(a);
-    Allocation* below = nullptr;
-    std::uintptr_t below_start = 0;
-    if (it != table_.begin()) {
-      auto prev = std::prev(it);
-      below_start = prev->first, below = &prev->second;
-      if (a < below_start + std::max<std::size_t>(below->bytes, 1)) return {below_start, below};
-    }
-    if (nearest) {
-      const bool take_below = below && (it == table_.end() || a - (below_start + below->bytes) < it->first - a);
-      *nearest = take_below           ? std::pair{below_start, below}
-                 : it != table_.end() ? std::pair{it->first, &it->second}
-                                      : std::pair<std::uintptr_t, Allocation*>{0, nullptr};
-    }
-    return {0, nullptr};
-  }
-
- private:
-  std::size_t round(std::size_t bytes) const { return (bytes + page_ - 1) / page_ * page_; }
-  void reserve() {
-    page_ = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
-    void* p = mmap(nullptr, kReserve, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (p == MAP_FAILED) fail("checking build: cannot reserve address space for device memory");
-    base_ = reinterpret_cast<std::uintptr_t>(p);
-  }
-
-  std::mutex mutex_;
-  std::uintptr_t base_ = 0;
-  std::size_t next_ = 0, page_ = 4096;
-  std::map<std::uintptr_t, Allocation> table_;
-};
-
-Arena& arena() {
-  static Arena* a = new Arena;  // never destroyed: device memory may be freed during static destruction
-  return *a;
-}
-
-// --- reports -------------------------------------------------------------------------------------------
-
-check::OnReport on_report = [] {
-  const char* env = std::getenv("STEPFORMER_CUDASIM_CHECK_ABORT");
-  return env && env[0] == '1' ? check::OnReport::abort : check::OnReport::throw_after_launch;
-}();
-
-std::vector<check::Report> kept;         // every report since the last take_reports()
-std::vector<check::Report> this_launch;  // the running launch's, deduplicated
-// (checker, kind, code address or source file, source line) -> index in this_launch
-std::map<std::tuple<std::string, std::string, const void*, unsigned>, std::size_t> seen;
-bool trapped = false;  // a memcheck error ended the launch
-
-// Thrown from an access hook: the access must not happen. It ends the launch as a trap ends a grid.
-struct Trap : std::exception {
-  const char* what() const noexcept override { return "cuda-sim checker: the kernel trapped"; }
-};
-
-uint3 coords(std::uint32_t linear, const dim3& extent) {
-  return {linear % extent.x, linear / extent.x % extent.y, linear / (extent.x * extent.y)};
-}
-
-std::string text(const uint3& u) { return fmt::format("({}, {}, {})", u.x, u.y, u.z); }
-
-std::string kernel_name(const Launch& l) {
-  if (l.kernel == nullptr) return "(a lambda)";
-  const SymbolName s = symbol_at(l.kernel);
-  return s.found ? s.name : fmt::format("{}", l.kernel);
-}
-
-void report(const Launch& l, check::Report r, const void* code, unsigned line = 0) {
-  auto [it, fresh] = seen.try_emplace({r.checker, r.kind, code, line}, this_launch.size());
-  if (!fresh) {
-    ++this_launch[it->second].repeats;
-    return;
-  }
-  r.kernel = kernel_name(l);
-  const std::string head = fmt::format("{}: {} in kernel {}: ", r.checker, r.kind, r.kernel);
-  r.message = head + r.message;
-  std::fprintf(stderr, "cuda-sim %s\n", r.message.c_str());
-  std::fflush(stderr);
-  if (on_report == check::OnReport::abort) std::abort();
-  this_launch.push_back(std::move(r));
-}
-
-// --- the shadow ----------------------------------------------------------------------------------------
 
 struct Region {
   enum Kind { global, shared_static, shared_dynamic } kind;
@@ -194,15 +44,6 @@ std::vector<Cell> shared_cells;   // static __shared__ variables (the cudasim_sh
 std::vector<Cell> dynamic_cells;  // the launch's dynamic shared memory
 std::uintptr_t dynamic_begin = 0;
 std::size_t dynamic_bytes = 0;
-
-std::vector<Cell>& shadow_of(Allocation& a) {
-  if (a.shadow.empty()) {
-    a.shadow.resize(a.bytes);
-    if (a.host_wrote_all)
-      for (Cell& c : a.shadow) c.written_launch = kByHost;
-  }
-  return a.shadow;
-}
 
 std::string describe(const Region& r, std::uintptr_t a, unsigned size) {
   const std::size_t offset = a - r.start;
@@ -365,27 +206,6 @@ void access(const void* address, unsigned size, bool write, bool atomic, const v
   }
 }
 
-bool same_site(const Site& a, const Site& b) {
-  return a.line == b.line && (a.file == b.file || (a.file && b.file && std::strcmp(a.file, b.file) == 0));
-}
-
-// "gemm.cu:94": the file's name without its folders.
-std::string source_site(const Site& s) {
-  const char* file = s.file ? s.file : "?";
-  const char* slash = std::strrchr(file, '/');
-  return fmt::format("{}:{}", slash ? slash + 1 : file, s.line);
-}
-
-std::string sites_text(const Block& b, int first, int second) {
-  const Thread& t = b.threads[static_cast<std::size_t>(first)];
-  const Thread& u = b.threads[static_cast<std::size_t>(second)];
-  if (u.state == State::done)
-    return fmt::format("thread {} waits at the __syncthreads of {}, thread {} exited without reaching it", text(t.idx),
-                       source_site(t.site), text(u.idx));
-  return fmt::format("thread {} waits at the __syncthreads of {}, thread {} at the one of {}", text(t.idx),
-                     source_site(t.site), text(u.idx), source_site(u.site));
-}
-
 }  // namespace
 
 // --- the scheduler's side -------------------------------------------------------------------------------
@@ -435,94 +255,7 @@ void check_launch_end(Launch& l) {
                                       ended_by_trap ? " (it trapped)" : "", first));
 }
 
-void check_barrier(const Launch& l, const Block& b, const Thread* arriving) {
-  if (profiling_on) profile_barrier(b);
-  if (!(enabled_checks & check::sync)) return;
-  const int n = static_cast<int>(b.threads.size());
-  int first = arriving ? arriving->linear : -1;
-  for (int k = 0; k < n && first < 0; ++k)
-    if (b.threads[static_cast<std::size_t>(k)].state == State::at_barrier) first = k;
-  if (first < 0) return;
-  const Site site = b.threads[static_cast<std::size_t>(first)].site;
-  for (int k = 0; k < n; ++k) {
-    const Thread& t = b.threads[static_cast<std::size_t>(k)];
-    const bool waits_here = k == first || (t.state == State::at_barrier && same_site(t.site, site));
-    if (waits_here) continue;
-    if (t.state != State::at_barrier && t.state != State::done) continue;  // cannot happen: all live ones wait
-    check::Report rep;
-    rep.checker = "synccheck", rep.kind = "divergent barrier";
-    rep.block = rep.other_block = l.block_idx;
-    rep.thread = b.threads[static_cast<std::size_t>(first)].idx, rep.other_thread = t.idx, rep.has_other = true;
-    rep.location = source_site(site);
-    rep.message = fmt::format("block {}: {} (a __syncthreads every thread of the block must reach)", text(l.block_idx),
-                              sites_text(b, first, k));
-    report(l, std::move(rep), site.file, site.line);
-    return;
-  }
-}
-
-void check_warp(const Launch& l, const Block& b, int warp, unsigned arrived) {
-  if (profiling_on) profile_warp_collective();
-  if (!(enabled_checks & check::sync)) return;
-  int first = -1;
-  for (int k = 0; k < 32; ++k) {
-    if (!(arrived >> k & 1u)) continue;
-    const Thread& t = b.threads[static_cast<std::size_t>(warp * 32 + k)];
-    if (first < 0) {
-      first = k;
-      continue;
-    }
-    const Thread& f = b.threads[static_cast<std::size_t>(warp * 32 + first)];
-    if (same_site(t.site, f.site)) continue;
-    check::Report rep;
-    rep.checker = "synccheck", rep.kind = "divergent warp collective";
-    rep.block = rep.other_block = l.block_idx;
-    rep.thread = f.idx, rep.other_thread = t.idx, rep.has_other = true;
-    rep.location = source_site(f.site);
-    rep.message = fmt::format(
-        "block {}, warp {}: lane {} is at the collective of {}, lane {} at the one of {} (the "
-        "lanes of one collective must call it at the same place)",
-        text(l.block_idx), warp, first, source_site(f.site), k, source_site(t.site));
-    report(l, std::move(rep), f.site.file, f.site.line);
-    return;
-  }
-}
-
 }  // namespace detail
-
-// --- device memory ----------------------------------------------------------------------------------------
-
-#if defined(CUDASIM_CHECK)
-void* device_allocate(std::size_t bytes) { return arena().allocate(bytes); }
-void device_free(void* ptr) {
-  if (ptr) arena().free(ptr);
-}
-void copy_to_device(void* dst, const void* host_src, std::size_t bytes) {
-  if (bytes == 0) return;
-  std::memcpy(dst, host_src, bytes);
-  const auto a = reinterpret_cast<std::uintptr_t>(dst);
-  const auto [start, found] = arena().find(a, nullptr);
-  if (found == nullptr || found->freed || a + bytes > start + found->bytes)
-    fail(fmt::format("copy_to_device: {} bytes at {} are not inside one live device allocation", bytes, dst));
-  if (a == start && bytes == found->bytes && found->shadow.empty()) {
-    found->host_wrote_all = true;
-    return;
-  }
-  std::vector<Cell>& cells = shadow_of(*found);
-  for (std::size_t k = a - start; k < a - start + bytes; ++k) cells[k].written_launch = kByHost;
-}
-#else
-void* device_allocate(std::size_t bytes) {
-  const std::size_t size = (bytes + 255) / 256 * 256;  // cudaMalloc's alignment
-  void* p = std::aligned_alloc(256, size == 0 ? 256 : size);
-  if (p) std::memset(p, 0xFF, size);  // fresh device memory is garbage: make a read-before-write show up as NaN
-  return p;
-}
-void device_free(void* ptr) { std::free(ptr); }
-void copy_to_device(void* dst, const void* host_src, std::size_t bytes) {
-  if (bytes) std::memcpy(dst, host_src, bytes);
-}
-#endif
 
 // --- atomics (out of line: not seen as plain loads and stores) ---------------------------------------------
 
@@ -544,68 +277,6 @@ int atomic_add(int* a, int v) { return read_modify_write(a, v, sum, __builtin_re
 unsigned atomic_add(unsigned* a, unsigned v) { return read_modify_write(a, v, sum, __builtin_return_address(0)); }
 int atomic_min(int* a, int v) { return read_modify_write(a, v, lower, __builtin_return_address(0)); }
 long long atomic_min(long long* a, long long v) { return read_modify_write(a, v, lower, __builtin_return_address(0)); }
-
-// --- the public switches ------------------------------------------------------------------------------------
-
-namespace check {
-
-bool instrumented() {
-#if defined(CUDASIM_CHECK)
-  return true;
-#else
-  return false;
-#endif
-}
-
-void enable(unsigned checks) {
-  if (checks != none && !instrumented())
-    throw std::logic_error(
-        "cuda-sim checks need the checking build (cmake --preset cudasim-check): this build's kernels are not "
-        "instrumented, nothing would be seen");
-  enabled_checks = checks & all;
-}
-unsigned enabled() { return enabled_checks; }
-void set_on_report(OnReport what) { on_report = what; }
-std::vector<Report> take_reports() {
-  std::vector<Report> out;
-  out.swap(kept);
-  return out;
-}
-
-}  // namespace check
-
-namespace {
-// STEPFORMER_CUDASIM_CHECK=race,mem,init,sync (or all) at start-up.
-const bool checks_from_environment = [] {
-  const char* env = std::getenv("STEPFORMER_CUDASIM_CHECK");
-  if (env == nullptr || *env == '\0') return false;
-  unsigned checks = 0;
-  std::string list = env;
-  for (std::size_t at = 0; at <= list.size();) {
-    const std::size_t comma = std::min(list.find(',', at), list.size());
-    const std::string word = list.substr(at, comma - at);
-    if (word == "race")
-      checks |= check::race;
-    else if (word == "mem")
-      checks |= check::mem;
-    else if (word == "init")
-      checks |= check::init;
-    else if (word == "sync")
-      checks |= check::sync;
-    else if (word == "all")
-      checks |= check::all;
-    else
-      fail("STEPFORMER_CUDASIM_CHECK=" + list + ": '" + word + "' is not one of race, mem, init, sync, all");
-    at = comma + 1;
-  }
-  if (!check::instrumented())
-    fail(
-        "STEPFORMER_CUDASIM_CHECK is set, but this build's kernels are not instrumented: build with the "
-        "cudasim-check preset (docs/09_cuda.md)");
-  enabled_checks = checks;
-  return true;
-}();
-}  // namespace
 
 }  // namespace cudasim
 
