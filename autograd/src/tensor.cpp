@@ -1,4 +1,5 @@
-// Tensor, Storage and the factories. Element memory is touched only through the backend.
+// Tensor and Storage: the handle, its gradient slot and hooks, and element access. The factories that make
+// tensors are in factories.cpp. Element memory is touched only through the backend.
 #include "autograd/tensor.h"
 
 #include <fmt/format.h>
@@ -9,9 +10,13 @@
 #include "autograd/engine.h"
 #include "autograd/errors.h"
 #include "autograd/ops.h"
+#include "host_elements.h"
 #include "ops/common.h"
 
 namespace stepformer {
+
+using detail::load_as;
+using detail::store_from_double;
 
 Storage::Storage(Backend& b, std::size_t n) : backend(&b), data(b.allocate(n)), bytes(n) {}
 Storage::~Storage() { backend->deallocate(data, bytes); }
@@ -162,53 +167,6 @@ std::int64_t element_offset(const Tensor& t, const Shape& index, const char* op)
   return off;
 }
 
-template <class T>
-T load_as(const void* p, DType dt) {
-  switch (dt) {
-    case DType::float32: {
-      float v;
-      std::memcpy(&v, p, 4);
-      return static_cast<T>(v);
-    }
-    case DType::float64: {
-      double v;
-      std::memcpy(&v, p, 8);
-      return static_cast<T>(v);
-    }
-    case DType::int64: {
-      std::int64_t v;
-      std::memcpy(&v, p, 8);
-      return static_cast<T>(v);
-    }
-    case DType::boolean: {
-      std::uint8_t v;
-      std::memcpy(&v, p, 1);
-      return static_cast<T>(v != 0);
-    }
-  }
-  return T{};
-}
-
-void store_from_double(void* p, DType dt, double value) {
-  switch (dt) {
-    case DType::float32: {
-      float v = static_cast<float>(value);
-      std::memcpy(p, &v, 4);
-      break;
-    }
-    case DType::float64: std::memcpy(p, &value, 8); break;
-    case DType::int64: {
-      auto v = static_cast<std::int64_t>(value);
-      std::memcpy(p, &v, 8);
-      break;
-    }
-    case DType::boolean: {
-      std::uint8_t v = value != 0;
-      std::memcpy(p, &v, 1);
-      break;
-    }
-  }
-}
 }  // namespace
 
 double Tensor::at(const Shape& index) const {
@@ -247,81 +205,6 @@ std::vector<T> Tensor::to_vector() const {
 template std::vector<float> Tensor::to_vector<float>() const;
 template std::vector<double> Tensor::to_vector<double>() const;
 template std::vector<std::int64_t> Tensor::to_vector<std::int64_t>() const;
-
-// --- factories --------------------------------------------------------------------------------------
-
-Tensor empty(const Shape& shape, Options o) {
-  detail::check_ndim("empty", shape);
-  const std::int64_t n = numel(shape);
-  const std::size_t es = element_size(o.dtype);
-  if (n > static_cast<std::int64_t>(SIZE_MAX / 2 / es))
-    throw ResourceError(fmt::format("empty: shape {} needs more memory than can be addressed", to_string(shape)));
-  auto impl = std::make_shared<TensorImpl>();
-  impl->storage = std::make_shared<Storage>(backend_for(o.device), static_cast<std::size_t>(n) * es);
-  impl->shape = shape;
-  impl->strides = contiguous_strides(shape);
-  impl->dtype = o.dtype;
-  impl->device = o.device;
-  Tensor t(std::move(impl));
-  if (o.requires_grad) t.set_requires_grad(true);
-  return t;
-}
-
-Tensor full(const Shape& shape, double value, Options o) {
-  const bool rg = o.requires_grad;
-  o.requires_grad = false;
-  Tensor t = empty(shape, o);
-  t.backend().fill(t.desc(), value);
-  if (rg) t.set_requires_grad(true);
-  return t;
-}
-Tensor zeros(const Shape& shape, Options o) { return full(shape, 0.0, o); }
-Tensor ones(const Shape& shape, Options o) { return full(shape, 1.0, o); }
-Tensor scalar(double value, Options o) { return full({}, value, o); }
-
-Tensor arange(std::int64_t end, Options o) { return arange(0, end, 1, o); }
-Tensor arange(std::int64_t start, std::int64_t end, std::int64_t step, Options o) {
-  if (step == 0) throw ValueError("arange: step must not be 0");
-  const std::int64_t n = std::max<std::int64_t>(0, (end - start + step - (step > 0 ? 1 : -1)) / step);
-  std::vector<double> v(static_cast<std::size_t>(n));
-  for (std::int64_t i = 0; i < n; ++i) v[static_cast<std::size_t>(i)] = static_cast<double>(start + i * step);
-  return from_vector(v, {n}, o);
-}
-
-Tensor from_vector(const std::vector<double>& values, const Shape& shape, Options o) {
-  if (static_cast<std::int64_t>(values.size()) != numel(shape))
-    throw ShapeError(fmt::format("from_vector: {} values do not fill shape {} ({} elements)", values.size(),
-                                 to_string(shape), numel(shape)));
-  const bool rg = o.requires_grad;
-  o.requires_grad = false;
-  Tensor t = empty(shape, o);
-  const std::size_t es = element_size(o.dtype);
-  std::vector<unsigned char> raw(values.size() * es);
-  for (std::size_t i = 0; i < values.size(); ++i) store_from_double(&raw[i * es], o.dtype, values[i]);
-  if (!raw.empty()) t.backend().copy_from_host(t.desc().data, raw.data(), raw.size());
-  if (rg) t.set_requires_grad(true);
-  return t;
-}
-Tensor from_vector(const std::vector<float>& values, const Shape& shape, Options o) {
-  return from_vector(std::vector<double>(values.begin(), values.end()), shape, o);
-}
-Tensor from_vector(const std::vector<std::int64_t>& values, const Shape& shape, Options o) {
-  // int64 ids beyond 2^53 would not survive a detour through double.
-  if (o.dtype == DType::int64) {
-    if (static_cast<std::int64_t>(values.size()) != numel(shape))
-      throw ShapeError(fmt::format("from_vector: {} values do not fill shape {} ({} elements)", values.size(),
-                                   to_string(shape), numel(shape)));
-    Tensor t = empty(shape, o);
-    if (!values.empty()) t.backend().copy_from_host(t.desc().data, values.data(), values.size() * 8);
-    return t;
-  }
-  std::vector<double> d(values.begin(), values.end());
-  return from_vector(d, shape, o);
-}
-
-Tensor empty_like(const Tensor& t) { return empty(t.shape(), {t.dtype(), t.device(), false}); }
-Tensor zeros_like(const Tensor& t) { return zeros(t.shape(), {t.dtype(), t.device(), false}); }
-Tensor ones_like(const Tensor& t) { return ones(t.shape(), {t.dtype(), t.device(), false}); }
 
 std::size_t bytes_in_use(Device device) { return backend_for(device).bytes_in_use(); }
 
