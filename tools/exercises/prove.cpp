@@ -1,0 +1,119 @@
+// exercises prove: the CI's proof on a --bank workspace's build (see verbs.h).
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <map>
+#include <set>
+#include <string>
+
+#include "files/atomic_write.h"
+#include "verbs.h"
+
+namespace exercises {
+
+namespace fs = std::filesystem;
+
+namespace {
+std::string lowercase(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+}  // namespace
+
+// The CI's proof. 1: with only `k` and what it needs restored, exactly those pass. 2: each bank entry, with
+// every other exercise at its reference: a wrong one scores 0 and its first failure contains its `expect`
+// words and names no other mistake or seed; an alternative scores full points. 3: every exercise has at least
+// two wrong entries, and every mistake a graded check names is planted by an entry expecting it.
+int prove(const fs::path& root, const std::vector<Exercise>& all, const std::vector<exercises::BankEntry>& bank,
+          const Builds& build, const fs::path& table_file) {
+  int problems = 0;
+  for (const auto& [slug, file] : exercises::named_mistakes(root)) {
+    const bool planted = std::any_of(bank.begin(), bank.end(), [&](const exercises::BankEntry& e) {
+      return e.wrong && lowercase(e.expect) == "mistake " + slug;
+    });
+    if (!planted) {
+      ++problems;
+      fmt::print("{} names mistake '{}', and no WRONG entry of the bank plants it (expect: mistake {})\n",
+                 file.string(), slug, slug);
+    }
+  }
+  std::map<std::string, const Exercise*> by_number;
+  for (const Exercise& ex : all) by_number[ex.number] = &ex;
+  for (const Exercise& ex : all) {
+    std::set<std::string> restored{ex.number};
+    std::vector<std::string> todo = ex.needs;
+    while (!todo.empty()) {
+      const std::string n = todo.back();
+      todo.pop_back();
+      if (restored.insert(n).second && by_number.count(n))
+        for (const auto& m : by_number[n]->needs) todo.push_back(m);
+    }
+    std::string list, bodies;
+    for (const auto& n : restored) list += (list.empty() ? "" : ",") + n, bodies += n + "=reference,";
+    setenv("STEPFORMER_EXERCISE_BODIES", bodies.c_str(), 1);
+    const auto results = grade(all, build, -1);
+    for (const Result& r : results) {
+      const bool expect = restored.count(r.ex->number) > 0;
+      if (r.passed != expect) {
+        ++problems;
+        fmt::print("restoring {}: exercise {} {} ({})\n", list, r.ex->number,
+                   expect ? "still fails" : "passes without its solution", r.message);
+      }
+    }
+    fmt::print("restoring {:<12} -> {} passes\n", list,
+               std::count_if(results.begin(), results.end(), [](const Result& r) { return r.passed; }));
+  }
+  struct Row {
+    int wrong = 0, caught = 0, alternatives = 0, passing = 0;
+  };
+  std::map<std::string, Row> rows;
+  for (const exercises::BankEntry& e : bank) {
+    setenv("STEPFORMER_EXERCISE_BODIES", ("*=reference," + e.number + "=" + e.name).c_str(), 1);
+    const Result r = grade(all, build, -1, e.number).front();
+    Row& row = rows[e.number];
+    bool ok = false;
+    std::string wrong_name;
+    if (e.wrong) {
+      ++row.wrong;
+      wrong_name = r.passed ? "" : exercises::misnamed(e, r.message);
+      ok = !r.passed && lowercase(r.message).find(lowercase(e.expect)) != std::string::npos && wrong_name.empty();
+      row.caught += ok;
+    } else {
+      ++row.alternatives;
+      ok = r.passed;
+      row.passing += ok;
+    }
+    fmt::print("{} {:<5} {:<28} {}\n", ok ? "ok  " : "BAD ", e.number, e.name,
+               r.passed ? std::string("passes") : "fails: " + r.message);
+    if (!ok) {
+      ++problems;
+      fmt::print("     {}:{}: {} ({}) {}\n", e.file.string(), e.line, e.wrong ? "wrong" : "alternative", e.what,
+                 e.wrong ? (r.passed              ? "passes: the tests do not catch this mistake"
+                            : !wrong_name.empty() ? "fails, but " + wrong_name
+                                                  : "fails, but the first failure does not say '" + e.expect + "'")
+                         : "fails: the tests grade the reference's spelling, not its behaviour");
+    }
+  }
+  unsetenv("STEPFORMER_EXERCISE_BODIES");
+  std::string table =
+      "| exercise | wrong solutions caught / kept | alternative solutions passing / kept |\n|---|---|---|\n";
+  for (const Exercise& ex : all) {
+    const Row row = rows[ex.number];
+    if (row.wrong < 2) {
+      ++problems;
+      fmt::print("exercise {}: {} wrong solutions in the bank, at least 2 wanted\n", ex.number, row.wrong);
+    }
+    table += fmt::format("| {} | {} / {} | {} |\n", ex.number, row.caught, row.wrong,
+                         row.alternatives ? fmt::format("{} / {}", row.passing, row.alternatives) : "-");
+  }
+  fmt::print("\n{}", table);
+  if (!table_file.empty()) stepformer::files::write_atomically(table_file, table);
+  fmt::print("{}\n", problems ? fmt::format("{} problems", problems)
+                              : "every exercise's tests pass exactly when it is restored, fail every wrong solution "
+                                "in the bank with a message naming it, and pass every alternative");
+  return problems ? 1 : 0;
+}
+
+}  // namespace exercises

@@ -1,0 +1,51 @@
+#pragma once
+// The verbs of the exercises tool (main.cpp parses the command line): grade.cpp runs a build's tagged tests per
+// exercise, workspace.cpp writes a learner's copy with the solutions stubbed, prove.cpp is the CI's proof that
+// the tests catch every mistake in the bug bank.
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "exercises.h"
+
+namespace exercises {
+
+// Where the test programs are: chapter 09's kernel exercises are graded on cuda-sim's counters, which only
+// the checking build has (clang, STEPFORMER_CUDASIM_CHECK=ON): its cuda_tests is taken from `kernels`.
+struct Builds {
+  std::filesystem::path tests, kernels;
+  std::filesystem::path program(const std::string& name) const {
+    return (name == "cuda_tests" && !kernels.empty() ? kernels : tests) / "bin" / name;
+  }
+};
+
+struct Result {
+  const Exercise* ex = nullptr;
+  bool passed = false;
+  std::string message;
+  std::string blocked_by;
+};
+
+// Every exercise of `chapter` (all when negative), or only exercise `number` when it is given.
+std::vector<Result> grade(const std::vector<Exercise>& all, const Builds& build, int chapter,
+                          const std::string& number = "");
+int total_points(const std::vector<Result>& results, bool only_passed);
+void print(const std::vector<Result>& results);
+nlohmann::json to_json(const std::vector<Result>& results);
+
+// Where a learner writes an exercise, by name (a workspace's stubs move lines): "`split_heads`, `merge_heads`",
+// a region in another file than the first with that file after it: "`cross_entropy` (in autograd/src/ops/loss.cpp)".
+std::string where_to_write(const Exercise& ex);
+// Copies the project at `root` to a new `dest` with every exercise of `chapter` (all when negative) stubbed;
+// `bank`: every body chosen at run time (STEPFORMER_EXERCISE_BODIES); `marked_only`: rewrite only marked files.
+void make_workspace(const std::filesystem::path& root, const std::filesystem::path& dest, int chapter, bool bank,
+                    bool marked_only, const std::vector<Exercise>& all);
+// The CI's proof. 1: with only `k` and what it needs restored, exactly those pass. 2: each bank entry, with
+// every other exercise at its reference: a wrong one scores 0 and its first failure contains its `expect`
+// words and names no other mistake or seed; an alternative scores full points. 3: every exercise has at least
+// two wrong entries, and every mistake a graded check names is planted by an entry expecting it.
+int prove(const std::filesystem::path& root, const std::vector<Exercise>& all,
+          const std::vector<exercises::BankEntry>& bank, const Builds& build, const std::filesystem::path& table_file);
+
+}  // namespace exercises
