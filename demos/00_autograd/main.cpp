@@ -1,8 +1,9 @@
 // Chapter 00 — autograd. Read docs/00_autograd.md beside this file.
 //
-// Part 1 is micrograd's worked example, L = (a*b + c) * f, with every value and gradient printed and
-// its graph written as Graphviz. Part 2 trains a 2-16-16-2 MLP on "two moons" with plain SGD and shows
-// the loss going down and the learned decision regions as text.
+// Part 0 runs micrograd's worked example, L = (a*b + c) * f, on the one-screen scalar engine
+// (scalar_engine.h): the whole algorithm before the real one. Part 1 is the same example on tensors, every
+// value and gradient printed (they must agree with part 0's) and its graph written as Graphviz. Part 2 trains a
+// 2-16-16-2 MLP on "two moons" with plain SGD and shows the loss going down and the learned decision regions as text.
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -13,6 +14,7 @@
 
 #include "autograd/autograd.h"
 #include "demo.h"
+#include "scalar_engine.h"
 
 namespace sf = stepformer;
 namespace fs = std::filesystem;
@@ -25,8 +27,25 @@ struct Args {
   stepformer::demo::CommonOptions common;
 };
 
+// --- part 0 ----------------------------------------------------------------------------------------------
+// The gradients of L = (a*b + c) * f with respect to a, b, c, f on the scalar engine.
+std::vector<double> scalar_example() {
+  std::puts("== Part 0: L = (a*b + c) * f on the one-screen engine (demos/00_autograd/scalar_engine.h)");
+  const scalar_engine::Value a = scalar_engine::leaf(2.0), b = scalar_engine::leaf(-3.0), c = scalar_engine::leaf(10.0),
+                             f = scalar_engine::leaf(-2.0);
+  const scalar_engine::Value L = (a * b + c) * f;
+  scalar_engine::backward(L);
+  const auto order = scalar_engine::topological_order(L.get());
+  std::string ops;
+  for (const scalar_engine::Node* n : order) ops += fmt::format("{}{}", ops.empty() ? "" : " ", n->op);
+  fmt::print("topological order: {} ({} nodes; backward walks it from the right)\n", ops, order.size());
+  fmt::print("L = {}; dL/da = {}, dL/db = {}, dL/dc = {}, dL/df = {}\n\n", L->data, a->grad, b->grad, c->grad, f->grad);
+  return {a->grad, b->grad, c->grad, f->grad};
+}
+
 // --- part 1 ----------------------------------------------------------------------------------------------
-void worked_example(const Args& args) {
+// Returns false when the tensor engine's gradients differ from the scalar engine's (`expected`).
+bool worked_example(const Args& args, const std::vector<double>& expected) {
   std::puts("== Part 1: L = (a*b + c) * f, micrograd's example, as 0-dim tensors");
   auto leaf = [](double v, const char* name) {
     return sf::scalar(v, {sf::DType::float64}).set_requires_grad().set_name(name);
@@ -40,6 +59,9 @@ void worked_example(const Args& args) {
   L.backward();
   fmt::print("backward: dL/da = {} (= f*b), dL/db = {} (= f*a), dL/dc = {} (= f), dL/df = {} (= d)\n", a.grad().item(),
              b.grad().item(), c.grad().item(), f.grad().item());
+  const std::vector<double> got{a.grad().item(), b.grad().item(), c.grad().item(), f.grad().item()};
+  const bool agree = got == expected;  // exact: the same products of the same doubles
+  fmt::print("the same gradients as part 0's scalar engine: {}\n", agree ? "yes" : "NO");
 
   // The graph was freed by backward (no retain_graph); its shape is still there to draw.
   const fs::path dot = stepformer::demo::write_output(args.common.out, "00_graph.dot", sf::to_dot(L));
@@ -50,6 +72,7 @@ void worked_example(const Args& args) {
     fmt::print("wrote {}\n", svg.string());
   else
     fmt::print("(install graphviz for an SVG of the graph: apt-get install graphviz)\n");
+  return agree;
 }
 
 // --- part 2 ----------------------------------------------------------------------------------------------
@@ -160,7 +183,7 @@ int main(int argc, char** argv) {
   stepformer::demo::add_common_options(app, args.common);
   CLI11_PARSE(app, argc, argv);
   try {
-    worked_example(args);
+    if (!worked_example(args, scalar_example())) return 1;
     train_mlp(args);
     return 0;
   } catch (const std::exception& e) {
