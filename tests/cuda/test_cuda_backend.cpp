@@ -10,6 +10,7 @@
 
 #include "../helpers.h"
 #include "cuda_backend.h"
+#include "ladders.h"
 
 using namespace stepformer;
 using stepformer::test::close;
@@ -173,6 +174,43 @@ TEST_CASE("cuda: GEMM v1, v2 and v3 each match the CPU", "[cuda]") {
       gpu.gemm_version(4, empty({2, 2}, {DType::float32, dev}).desc(), empty({2, 2}, {DType::float32, dev}).desc(),
                        empty({2, 2}, {DType::float32, dev}).desc(), 1, 0),
       ValueError);
+}
+
+TEST_CASE("cuda: every version of the softmax, row-sum and transpose ladders matches the CPU", "[cuda]") {
+  const Device dev = device_under_test();
+  if (dev.type != DeviceType::cuda_sim) SKIP("the numbered versions are called directly on cuda-sim only");
+  namespace ladder = stepformer::cuda_sim;
+  for (const DType dt : {DType::float32, DType::float64}) {
+    // Rows shorter than a warp, not a multiple of 32, longer than a block (128, 256), and a single row.
+    for (const Shape& shape : {Shape{5, 7}, Shape{33, 45}, Shape{3, 300}, Shape{1, 1}}) {
+      const double tol = dt == DType::float64 ? 1e-12 : 1e-5 * std::max(1.0, std::sqrt(double(shape[1])));
+      const Tensor x = cpu_input(shape, 11, dt, -3.0, 3.0);
+      for (int v = 1; v <= ladder::kSoftmaxVersions; ++v)
+        DYNAMIC_SECTION("softmax v" << v << " " << dtype_name(dt) << " " << to_string(shape)) {
+          Tensor y = full(shape, NAN, {dt, dev});
+          ladder::softmax_version(v, y.desc(), x.to(dev).desc());
+          CHECK(close(y.cpu(), softmax(x, -1), tol, tol));
+        }
+      for (int v = 1; v <= ladder::kRowSumVersions; ++v)
+        DYNAMIC_SECTION("row sum v" << v << " " << dtype_name(dt) << " " << to_string(shape)) {
+          Tensor y = full({shape[0]}, NAN, {dt, dev});
+          ladder::row_sum_version(v, y.desc(), x.to(dev).desc());
+          CHECK(close(y.cpu(), sum(x, {1}), tol, tol));
+        }
+      for (int v = 1; v <= ladder::kTransposeVersions; ++v)
+        DYNAMIC_SECTION("transpose v" << v << " " << dtype_name(dt) << " " << to_string(shape)) {
+          const Tensor in = T(x.to(dev));                        // [cols, rows], rows adjacent in memory
+          if (in.shape()[0] < 2 || in.shape()[1] < 2) continue;  // transpose_copy takes real matrices only
+          Tensor y = full(in.shape(), NAN, {dt, dev});
+          ladder::transpose_version(v, y.desc(), in.desc());
+          CHECK(close(y.cpu(), contiguous(T(x)), 0.0, 0.0));
+        }
+    }
+  }
+  const Tensor any = empty({2, 2}, {DType::float32, dev});
+  CHECK_THROWS_AS(ladder::softmax_version(4, any.desc(), any.desc()), ValueError);
+  CHECK_THROWS_AS(ladder::row_sum_version(0, any.desc(), any.desc()), ValueError);
+  CHECK_THROWS_AS(ladder::transpose_version(4, any.desc(), any.desc()), ValueError);
 }
 
 TEST_CASE("cuda: matmul through the op, batched and broadcast, forward and backward", "[cuda]") {

@@ -23,3 +23,14 @@ foreach(schedule forward reverse random:1 random:2)
                  ENVIRONMENT_MODIFICATION "STEPFORMER_CUDASIM_CHECK=set:all" LABELS cudasim-check)
   endforeach()
 endforeach()
+
+# The kernel ladders' counts (docs/09_cuda.md, "Kernel ladders"): bench/cudasim_bench, built here because only
+# this build counts; `cudasim_bench prints the ladders` runs it, so its table cannot rot.
+add_executable(cudasim_bench ${PROJECT_SOURCE_DIR}/bench/cudasim_bench.cpp)
+target_link_libraries(cudasim_bench PRIVATE stepformer::autograd stepformer::cudasim fmt::fmt stepformer_warnings)
+target_include_directories(cudasim_bench PRIVATE ${PROJECT_SOURCE_DIR}/autograd/backends/cuda
+                                                 ${PROJECT_SOURCE_DIR}/bench)
+target_compile_definitions(cudasim_bench PRIVATE STEPFORMER_CUDA_NS=cuda_sim)
+add_test(NAME "cudasim_bench prints the ladders" COMMAND cudasim_bench)
+set_tests_properties("cudasim_bench prints the ladders" PROPERTIES LABELS cudasim-check
+                     PASS_REGULAR_EXPRESSION "transpose_v2<float>.*transpose_kernel<float>")
