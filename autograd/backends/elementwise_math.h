@@ -266,4 +266,36 @@ STEPFORMER_MATH_FN void adam_element(T& param, T grad, T& m, T& v, const AdamSte
   param = static_cast<T>(p);
 }
 
+// Cross-entropy with label smoothing s (Szegedy et al. 2016, section 7; torch's cross_entropy(label_smoothing=s))
+// of one row of C logits x with target t, given the row's log-sum-exp lse and the sum of its logits:
+//   loss = -(1 - s) log p_t - (s / C) sum_c log p_c,  log p_c = x_c - lse,  so  sum_c log p_c = sum_x - C lse
+// A row whose target is ignore_index (a PAD position) has loss 0 and gradient 0. Every backend's
+// cross_entropy_forward and _backward computes lse, sum_x and p_c its own way (its mapping) and these formulas.
+STEPFORMER_MATH_FN double smoothed_cross_entropy(bool ignored, double x_target, double sum_x, double lse, double C,
+                                                 double smoothing) {
+  // EXERCISE 7.2 (4 points, needs 0.4): an ignored (PAD) row adds 0; else (1-s) * -log p[target] + s * mean of -log p
+  if (ignored) return 0.0;
+  const double nll = -(x_target - lse);
+  return (1 - smoothing) * nll - smoothing / C * (sum_x - C * lse);
+  // END EXERCISE
+}
+// d loss / d x_c times the upstream gradient g, from p_c = exp(x_c - lse) (the forward's lse): softmax minus the
+// smoothed one-hot target, g (p_c - s / C) - g (1 - s) [c == t]. In two parts, as every backend applies them: the
+// share of every class, then what the target class gets less (a separate subtraction, so that no compiler fuses
+// the two products into one rounding on some paths and not on others: results must not depend on alignment).
+template <class T>
+STEPFORMER_MATH_FN T smoothed_cross_entropy_grad(bool ignored, T p, T g, double smoothing, double C) {
+  // EXERCISE 7.2 (continued)
+  if (ignored) return T(0);
+  return g * (p - static_cast<T>(smoothing / C));
+  // END EXERCISE
+}
+template <class T>
+STEPFORMER_MATH_FN T smoothed_cross_entropy_target_grad(bool ignored, T g, double smoothing) {
+  // EXERCISE 7.2 (continued)
+  if (ignored) return T(0);
+  return g * static_cast<T>(1 - smoothing);
+  // END EXERCISE
+}
+
 }  // namespace stepformer

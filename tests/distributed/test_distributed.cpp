@@ -155,12 +155,16 @@ TEST_CASE("ZeRO-1 keeps half of Adam's moments per rank and trains as plain data
   const auto& zero = dynamic_cast<const distributed::ZeroAdam&>(b.optimizer());
   CHECK(zero.shard_size() == (sharded.parameter_count() + 1) / 2);
   CHECK(zero.shard_begin() == comm.rank() * zero.shard_size());
+  // Adam's arithmetic is the same per element; only the clipping norm is summed in another order (each rank's
+  // slice, then the ranks), so the clip coefficient, and with it some gradients, can differ in the last bit.
+  // Measured on this test: losses equal to 1 float ulp over 10 steps, weights within 5.6e-6. A shard that is
+  // not updated, not broadcast or misplaced differs by orders of magnitude more.
   for (std::int64_t k = 0; k < 10; ++k) {
     const Batch local = make_batch(my_half(global_batch(k), comm), vocab.src, vocab.tgt);
-    CHECK(a.step(local) == b.step(local));  // the same forward on the same weights
+    const double plain_loss = a.step(local), sharded_loss = b.step(local);
+    CHECK_THAT(sharded_loss, Catch::Matchers::WithinRel(plain_loss, 1e-6));
   }
-  // Adam's arithmetic is the same per element; only the clipping norm is summed in another order.
-  CHECK(max_weight_diff(plain, sharded) <= 1e-6);
+  CHECK(max_weight_diff(plain, sharded) <= 2e-5);
 }
 
 TEST_CASE("DataParallel: every gradient becomes the sum of the ranks' gradients", "[ch10][ex10.1]") {

@@ -1,5 +1,6 @@
-// Fused cross-entropy over contiguous rows of C logits (formula: autograd/src/ops/loss.cpp), with label
-// smoothing and an ignored target. Targets are checked first by find_bad_ids_kernel (embedding.cu).
+// Fused cross-entropy over contiguous rows of C logits, with label smoothing and an ignored target; the
+// formulas are ../elementwise_math.h's smoothed_cross_entropy(_grad), shared with the other backends. Targets are
+// checked first by find_bad_ids_kernel (embedding.cu).
 //
 // Mapping: one warp per row (row_grid/row_block). Forward: the lanes find the row's max, then
 // sum exp(x - max) and sum x, each combined with warp_reduce; lane 0 writes the row's loss and log-sum-exp.
@@ -38,10 +39,9 @@ __global__ void cross_entropy_forward_kernel(T* loss, T* lse_out, const T* logit
     double sum_x = 0;
     for (std::int64_t c = threadIdx.x; c < C; c += kWarp) sum_x += x[c];
     sum_x = warp_reduce(sum_x, Sum{});
-    const double nll = -(static_cast<double>(x[t]) - lse);
     if (threadIdx.x == 0)
-      loss[r] = static_cast<T>((1 - smoothing) * nll -
-                               smoothing / static_cast<double>(C) * (sum_x - static_cast<double>(C) * lse));
+      loss[r] = static_cast<T>(
+          smoothed_cross_entropy(false, static_cast<double>(x[t]), sum_x, lse, static_cast<double>(C), smoothing));
   }
 }
 
@@ -53,14 +53,10 @@ __global__ void cross_entropy_backward_kernel(T* dlogits, const T* logits, const
     const T* x = logits + r * C;
     T* d = dlogits + r * C;
     const std::int64_t t = targets[r];
-    if (t == ignore_index) {
-      for (std::int64_t c = threadIdx.x; c < C; c += kWarp) d[c] = T(0);
-      continue;
-    }
-    const T lse = lse_in[r];
-    const T g = grad_loss[r * grad_stride], uniform = static_cast<T>(smoothing / static_cast<double>(C));
+    const T lse = lse_in[r], g = grad_loss[r * grad_stride];
     for (std::int64_t c = threadIdx.x; c < C; c += kWarp)
-      d[c] = g * (exp_(x[c] - lse) - uniform) - (c == t ? g * static_cast<T>(1 - smoothing) : T(0));
+      d[c] = smoothed_cross_entropy_grad(t == ignore_index, exp_(x[c] - lse), g, smoothing, static_cast<double>(C)) -
+             (c == t ? smoothed_cross_entropy_target_grad(t == ignore_index, g, smoothing) : T(0));
   }
 }
 

@@ -1,10 +1,9 @@
-// Cross-entropy over rows of C logits, with label smoothing s (autograd/src/ops/loss.cpp has the formula):
-//   log p_c = x_c - logsumexp(x),  loss = -(1 - s) log p_t - (s / C) sum_c log p_c
-//   dloss/dx_c = p_c - (1 - s) [c == t] - s / C,  p_c = exp(x_c - lse) with the forward's logsumexp
-// A row whose target is ignore_index has loss 0 and gradient 0.
+// Cross-entropy over rows of C logits, with label smoothing s: the row's log-sum-exp and sum in double, plainly,
+// then ../elementwise_math.h's smoothed_cross_entropy(_grad) (the formulas every backend shares), in double.
 #include <algorithm>
 #include <cmath>
 
+#include "../elementwise_math.h"
 #include "reference_backend.h"
 #include "strided.h"
 
@@ -36,14 +35,11 @@ std::int64_t ReferenceBackend::cross_entropy_forward(const TensorDesc& loss, con
       const T* x = &flat<T>(logits, i * C);
       const double lse = log_sum_exp(x, C);
       flat<T>(lse_out, i) = static_cast<T>(lse);
-      if (t == ignore_index) {
-        flat<T>(loss, i) = T(0);
-        continue;
-      }
-      double sum_log_p = 0;
-      for (std::int64_t c = 0; c < C; ++c) sum_log_p += x[c] - lse;
-      flat<T>(loss, i) =
-          static_cast<T>(-(1 - smoothing) * (x[t] - lse) - smoothing / static_cast<double>(C) * sum_log_p);
+      double sum_x = 0;
+      for (std::int64_t c = 0; c < C; ++c) sum_x += x[c];
+      const double x_target = t >= 0 && t < C ? static_cast<double>(x[t]) : 0.0;  // ignore_index may be any number
+      flat<T>(loss, i) = static_cast<T>(
+          smoothed_cross_entropy(t == ignore_index, x_target, sum_x, lse, static_cast<double>(C), smoothing));
     }
   });
   return -1;
@@ -64,10 +60,10 @@ void ReferenceBackend::cross_entropy_backward(const TensorDesc& dlogits, const T
       at_i.i[0] = i;
       const double g = at<T>(grad_loss, at_i);  // grad_loss may be a broadcast (stride 0)
       const double lse = flat<T>(lse_in, i);
-      for (std::int64_t c = 0; c < C; ++c) {
-        const double target = (c == t ? 1 - smoothing : 0.0) + smoothing / static_cast<double>(C);
-        d[c] = t == ignore_index ? T(0) : static_cast<T>(g * (std::exp(x[c] - lse) - target));
-      }
+      for (std::int64_t c = 0; c < C; ++c)
+        d[c] = static_cast<T>(
+            smoothed_cross_entropy_grad(t == ignore_index, std::exp(x[c] - lse), g, smoothing, static_cast<double>(C)) -
+            (c == t ? smoothed_cross_entropy_target_grad(t == ignore_index, g, smoothing) : 0.0));
     }
   });
 }
