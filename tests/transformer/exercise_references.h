@@ -1,6 +1,7 @@
 #pragma once
 // The independent implementations the graded exercise tests compare learners' code with (test_exercises_*.cpp):
 // attention and multi-head attention written out from the paper's formulas, and norms with random weights.
+// The graded test files say `using namespace stepformer::test::exercises` and get, through it, every name below.
 #include <fmt/format.h>
 
 #include <tuple>

@@ -4,14 +4,7 @@
 // classic bug (../shared/design/seed-bugs.md), the failure message names it.
 #include "exercise_references.h"
 
-using namespace stepformer;
-using namespace stepformer::transformer;
-using namespace stepformer::test::exercises;
-using stepformer::test::close;
-using stepformer::test::ids;
-using stepformer::test::max_abs_diff;
-using stepformer::test::mistake;
-using stepformer::test::small_config;  // the PyTorch fixtures' sizes: d_model 16, 2 heads
+using namespace stepformer::test::exercises;  // stepformer, transformer and the test helpers (exercise_references.h)
 
 TEST_CASE("ex1.1: PE matches the paper's formula at every (pos, column)", "[ex1.1]") {
   const std::int64_t L = 9, D = 10;
