@@ -179,8 +179,8 @@ inline constexpr bool binary_defined = (op == BinaryOp::eq || op == BinaryOp::ne
 template <class Map>
 void dispatch_unary(UnaryOp op, DType out, DType in, double alpha, const char* device, Map&& map) {
   if (op == UnaryOp::copy) {
-    dispatch_all(out, [&](auto to) {
-      dispatch_all(in, [&](auto from) {
+    dispatch_storage(out, [&](auto to) {
+      dispatch_storage(in, [&](auto from) {
         using TO = decltype(to);
         using TI = decltype(from);
         map(UnaryFn<UnaryOp::copy, TO, TI>{TI{}}, TO{}, TI{});

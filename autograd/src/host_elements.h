@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "autograd/bfloat16.h"
 #include "autograd/dtype.h"
 
 namespace stepformer::detail {
@@ -31,6 +32,11 @@ T load_as(const void* p, DType dt) {
       std::memcpy(&v, p, 1);
       return static_cast<T>(v != 0);
     }
+    case DType::bfloat16: {
+      std::uint16_t v;
+      std::memcpy(&v, p, 2);
+      return static_cast<T>(float_from_bf16_bits(v));
+    }
   }
   return T{};
 }
@@ -51,6 +57,11 @@ inline void store_from_double(void* p, DType dt, double value) {
     case DType::boolean: {
       std::uint8_t v = value != 0;
       std::memcpy(p, &v, 1);
+      break;
+    }
+    case DType::bfloat16: {  // through float32, as c10::BFloat16 converts a double
+      const std::uint16_t v = bf16_bits_from_float(static_cast<float>(value));
+      std::memcpy(p, &v, 2);
       break;
     }
   }

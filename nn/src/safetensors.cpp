@@ -34,8 +34,11 @@ struct Code {
   const char* name;
   DType dtype;
 };
-constexpr Code kCodes[] = {
-    {"F32", DType::float32}, {"F64", DType::float64}, {"I64", DType::int64}, {"BOOL", DType::boolean}};
+constexpr Code kCodes[] = {{"F32", DType::float32},
+                           {"F64", DType::float64},
+                           {"I64", DType::int64},
+                           {"BOOL", DType::boolean},
+                           {"BF16", DType::bfloat16}};
 
 const char* code_of(DType t) {
   for (const Code& c : kCodes)

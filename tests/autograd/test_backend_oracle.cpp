@@ -9,7 +9,8 @@
 // without a case, so a new kernel cannot arrive untested.
 //
 // Tolerances: float64 1e-12 (only the order of additions differs); float32 2e-5 relative + absolute
-// (float accumulation and vectorised exp), GEMM 1e-5 sqrt(K); random fills and integer results exactly.
+// (float accumulation and vectorised exp), GEMM 1e-5 sqrt(K); a bfloat16 product 2^-7 (one unit of its last
+// bit); conversions, fills, random fills and integer results exactly.
 #include <catch2/generators/catch_generators.hpp>
 #include <fstream>
 #include <functional>
@@ -336,6 +337,73 @@ std::vector<Case> cases() {
               std::sqrt(static_cast<double>(K)) / 2);
         }
   }
+  // --- bfloat16: conversion both ways, fill, where, and the GEMM with a float32 or bfloat16 product -------
+  const DType bf16 = DType::bfloat16;
+  for (const std::int64_t n : kSizes) {
+    const std::string size = " n=" + std::to_string(n);
+    for (const DType other : {DType::float32, DType::float64, DType::int64})
+      for (const bool to_bf16 : {true, false})
+        add(
+            "unary",
+            std::string("copy ") +
+                (to_bf16 ? std::string(dtype_name(other)) + " -> bfloat16"
+                         : "bfloat16 -> " + std::string(dtype_name(other))) +
+                " on a transposed view" + size,
+            bf16,
+            [=](Device dev, Backend& b) {
+              Tensor x = input(dev, {3, n}, 21, DType::float64, -300, 300);
+              x = to_bf16 ? x.to(other) : x.to(kCPU).to(bf16).to(dev);  // bf16 values made on the CPU
+              Tensor out = sentinel(dev, {n, 3}, to_bf16 ? bf16 : other);
+              b.unary(UnaryOp::copy, out.desc(), transpose(x, 0, 1).desc(), 0);
+              return std::vector<Tensor>{out};
+            },
+            1, true);
+    add(
+        "fill", "bfloat16, a transposed view" + size, bf16,
+        [=](Device dev, Backend& b) {
+          Tensor out = sentinel(dev, {3, n}, bf16);
+          b.fill(transpose(narrow(out, 0, 1, 2), 0, 1).desc(), 3.14159);
+          return std::vector<Tensor>{out};
+        },
+        1, true);
+    add(
+        "where", "bfloat16 with a broadcast condition" + size, bf16,
+        [=](Device dev, Backend& b) {
+          const Tensor x = input(kCPU, {3, n}, 22, DType::float32).to(bf16).to(dev);
+          const Tensor y = input(kCPU, {3, n}, 23, DType::float32).to(bf16).to(dev);
+          const Tensor cond = gt(input(dev, {1, n}, 24, DType::float32), scalar(0.0, {DType::float32, dev}));
+          Tensor out = sentinel(dev, {3, n}, bf16);
+          b.where(out.desc(), broadcast(cond, {3, n}), x.desc(), y.desc());
+          return std::vector<Tensor>{out};
+        },
+        1, true);
+  }
+  const std::int64_t bf16_shapes[][3] = {{1, 7, 33}, {33, 33, 257}, {65, 7, 33}, {33, 257, 65}, {130, 150, 300}};
+  for (const auto& mnk : bf16_shapes)
+    for (const bool ta : {false, true})
+      for (const bool tb : {false, true})
+        for (const DType product : {DType::float32, bf16}) {
+          const std::int64_t M = mnk[0], N = mnk[1], K = mnk[2];
+          add(
+              "gemm",
+              "bfloat16 operands, " + std::string(dtype_name(product)) + " product, M=" + std::to_string(M) +
+                  " N=" + std::to_string(N) + " K=" + std::to_string(K) + (ta ? " A^T" : "") + (tb ? " B^T" : "") +
+                  ", batch 2 with A broadcast, alpha 0.5 beta 2",
+              product,
+              [=](Device dev, Backend& b) {
+                auto values = [&](const Shape& shape, std::uint64_t seed) {
+                  return input(kCPU, shape, seed, DType::float32).to(bf16).to(dev);
+                };
+                const Tensor a = ta ? transpose(values({K, M}, 111), 0, 1) : values({M, K}, 111);
+                const Tensor bb = tb ? transpose(values({2, N, K}, 112), 1, 2) : values({2, K, N}, 112);
+                Tensor c = input(kCPU, {2, M, N}, 113, DType::float32).to(product).to(dev);
+                b.gemm(c.desc(), broadcast(a, {2, M, K}), bb.desc(), 0.5, 2.0);
+                Tensor c0 = full({M, N}, std::nan(""), {product, dev});  // beta 0: C's old values are not read
+                b.gemm(c0.desc(), a.desc(), squeeze(narrow(bb, 0, 1, 1), 0).desc(), 1.0, 0.0);
+                return std::vector<Tensor>{c, c0};
+              },
+              product == bf16 ? 1 : std::sqrt(static_cast<double>(K)) / 2);
+        }
   return all;
 }
 
@@ -345,7 +413,10 @@ void check_case(const Case& c) {
   const std::vector<Tensor> want = c.run(kReference, backend_for(kReference));
   const std::vector<Tensor> got = c.run(dut, backend_for(dut));
   REQUIRE(want.size() == got.size());
-  const double tol = c.exact ? 0 : (c.dtype == DType::float64 ? 1e-12 : 2e-5) * c.tol_scale;
+  // A bfloat16 result: the float32 sums may differ in their last bits, which moves a rounding to bfloat16
+  // by one unit of its 8 significant bits: 2^-7 relative.
+  const double per_dtype = c.dtype == DType::float64 ? 1e-12 : c.dtype == DType::bfloat16 ? 0x1p-7 : 2e-5;
+  const double tol = c.exact ? 0 : per_dtype * c.tol_scale;
   for (std::size_t i = 0; i < want.size(); ++i) {
     INFO(c.kernel << ": " << c.what << " (output " << i << ", " << device_name(dut) << " vs reference)");
     CHECK(close(got[i].to(kCPU).to(DType::float64), want[i].to(kCPU).to(DType::float64), tol, tol));

@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -54,6 +55,22 @@ TEST_CASE("a written file has the layout the format specifies, byte by byte", "[
   CHECK(std::memcmp(data + 8, f15, 4) == 0);
 }
 
+TEST_CASE("bfloat16 tensors are stored as BF16: two bytes each, the top half of the float32", "[nn][safetensors]") {
+  const Tensor t = from_vector(std::vector<double>{1.5, -2.0, 3.14159265}, {3}, {DType::float32}).to(DType::bfloat16);
+  const auto bytes = nn::serialize_safetensors({{"w", t}});
+  std::uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<std::uint64_t>(bytes[static_cast<std::size_t>(i)]);
+  const std::string header(reinterpret_cast<const char*>(bytes.data() + 8), n);
+  CHECK(header.find(R"("w":{"data_offsets":[0,6],"dtype":"BF16","shape":[3]})") != std::string::npos);
+  // 1.5 = 0x3FC0, -2 = 0xC000, pi rounds to 0x4049 (3.140625), little-endian.
+  const unsigned char want[6] = {0xc0, 0x3f, 0x00, 0xc0, 0x49, 0x40};
+  REQUIRE(bytes.size() == 8 + n + 6);
+  CHECK(std::memcmp(bytes.data() + 8 + n, want, 6) == 0);
+  const nn::Safetensors back = nn::parse_safetensors(bytes, "memory");
+  CHECK(back.tensors.at("w").dtype() == DType::bfloat16);
+  CHECK(back.tensors.at("w").to_vector<double>() == std::vector<double>{1.5, -2.0, 3.140625});
+}
+
 TEST_CASE("round trip through a file is bit-exact for every dtype and shape", "[nn][safetensors]") {
   Generator gen(5);
   const nn::StateDict tensors{
@@ -61,6 +78,7 @@ TEST_CASE("round trip through a file is bit-exact for every dtype and shape", "[
       {"f64", randn({2, 2, 2}, gen, {DType::float64})},
       {"i64", from_vector(std::vector<std::int64_t>{-3, 1LL << 62}, {2}, {DType::int64})},
       {"mask", from_vector(std::vector<double>{1, 0, 1}, {3}, {DType::boolean})},
+      {"bf16", randn({3, 5}, gen).to(DType::bfloat16)},
       {"scalar", scalar(0.1)},
       {"empty", zeros({0, 5})},
       {"transposed", transpose(randn({2, 3}, gen), 0, 1)},
@@ -87,6 +105,63 @@ TEST_CASE("files written by PyTorch code load", "[nn][safetensors]") {
   CHECK(f.tensors.at("0.weight").shape() == Shape{8, 4});
   CHECK(f.tensors.at("2.bias").shape() == Shape{2});
   CHECK(f.metadata.at("written_by").starts_with("torch 1.13"));
+}
+
+TEST_CASE("PyTorch's bfloat16 loads, and our rounding to bfloat16 is PyTorch's bit for bit", "[nn][safetensors]") {
+  // tools/fixtures/make_nn_fixtures.py: 16 edge cases (ties, overflow to infinity, subnormals, -0, inf, NaN) and
+  // 4096 values of magnitudes 1e-35 to 1e35, rounded by torch's Tensor.bfloat16().
+  const auto f = nn::load_safetensors(std::string(STEPFORMER_FIXTURES_DIR) + "/nn/bfloat16.safetensors");
+  const Tensor& x = f.tensors.at("x");
+  const Tensor& theirs = f.tensors.at("x.bf16");
+  REQUIRE(theirs.dtype() == DType::bfloat16);
+  const auto want = theirs.to_vector<float>(), got = x.to(DType::bfloat16).to_vector<float>();
+  REQUIRE(got.size() == want.size());
+  int same = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    INFO("element " << i << ": x = " << x.to_vector<float>()[i]);
+    CHECK((std::isnan(want[i]) ? std::isnan(got[i]) : std::memcmp(&got[i], &want[i], 4) == 0));
+    same += std::isnan(want[i]) || std::memcmp(&got[i], &want[i], 4) == 0;
+  }
+  CHECK(same == static_cast<int>(got.size()));
+}
+
+TEST_CASE("matmul under autocast: within one rounding of the exact product; PyTorch 1.13's sums in bfloat16",
+          "[nn][safetensors]") {
+  // The fixture's a [33, 65] and b [65, 17], and PyTorch's product of them under torch.autocast("cpu",
+  // bfloat16). Ours multiplies the bfloat16-rounded operands (each product exact in float32) and sums in
+  // float32: rounded to bfloat16 it is within one rounding (2^-8 relative) of the exact sum, plus the float32
+  // sum's own error (65 terms: < 65 * 2^-24 of the sum of |terms|).
+  const auto f = nn::load_safetensors(std::string(STEPFORMER_FIXTURES_DIR) + "/nn/bfloat16.safetensors");
+  const Tensor a = f.tensors.at("a").to(DType::bfloat16), b = f.tensors.at("b").to(DType::bfloat16);
+  Tensor ours;
+  {
+    AutocastGuard autocast(DType::bfloat16);
+    ours = matmul(f.tensors.at("a"), f.tensors.at("b"));
+  }
+  const auto got = ours.to(DType::bfloat16).to_vector<double>();
+  const auto av = a.to_vector<double>(), bv = b.to_vector<double>();
+  const auto torch_product = f.tensors.at("autocast.a@b").to_vector<double>();
+  double torch_worst = 0;
+  for (std::int64_t i = 0; i < 33; ++i)
+    for (std::int64_t j = 0; j < 17; ++j) {
+      double exact = 0, magnitude = 0;
+      float bf16_running = 0;  // what a GEMM accumulating in bfloat16 computes
+      for (std::int64_t k = 0; k < 65; ++k) {
+        const double term = av[static_cast<std::size_t>(i * 65 + k)] * bv[static_cast<std::size_t>(k * 17 + j)];
+        exact += term, magnitude += std::abs(term);
+        bf16_running =
+            static_cast<float>(bfloat16(bf16_running + static_cast<float>(bfloat16(static_cast<float>(term)))));
+      }
+      const auto at = static_cast<std::size_t>(i * 17 + j);
+      INFO("c[" << i << ", " << j << "] exact " << exact);
+      CHECK(std::abs(got[at] - exact) <= 0x1p-8 * std::abs(exact) + 65 * 0x1p-24 * magnitude);
+      // Debian's PyTorch 1.13 (generic BLAS, no MKL) on a CPU without AVX512_BF16 accumulates in bfloat16: its
+      // product is that running sum, bit for bit (docs/11_mixed_precision.md).
+      CHECK(torch_product[at] == static_cast<double>(bf16_running));
+      torch_worst = std::max(torch_worst, std::abs(torch_product[at] - exact) / magnitude);
+    }
+  // Measured against the sum of |terms|, one rounding costs at most 2^-8; the bfloat16 running sum costs more.
+  CHECK(torch_worst > 0x1p-8);
 }
 
 TEST_CASE("malformed files are rejected with a clear error", "[nn][safetensors][errors]") {

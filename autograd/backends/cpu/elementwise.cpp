@@ -31,7 +31,7 @@ void map2(const TensorDesc& out, const TensorDesc& a, const TensorDesc& b, F f) 
 }  // namespace
 
 void CpuBackend::fill(const TensorDesc& out, double value) {
-  dispatch_all(out.dtype, [&](auto t) {
+  dispatch_storage(out.dtype, [&](auto t) {
     using T = decltype(t);
     const T v = static_cast<T>(value);
     for_each_row<1>({&out}, [&](auto base, auto step, std::int64_t n) {
@@ -51,7 +51,7 @@ void CpuBackend::binary(BinaryOp op, const TensorDesc& out, const TensorDesc& a,
 }
 
 void CpuBackend::where(const TensorDesc& out, const TensorDesc& cond, const TensorDesc& a, const TensorDesc& b) {
-  dispatch_all(out.dtype, [&](auto t) {
+  dispatch_storage(out.dtype, [&](auto t) {
     using T = decltype(t);
     for_each_row<4>({&out, &cond, &a, &b}, [&](auto base, auto step, std::int64_t n) {
       T* o = ptr<T>(out) + base[0];

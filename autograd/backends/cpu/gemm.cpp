@@ -13,8 +13,10 @@
 //             micro-kernel: C[ir:ir+mr, jr:jr+nr] += A panel @ B panel, in registers
 //
 // Packing is what makes any strides cheap: a transposed operand is read in its own order once, then
-// every micro-kernel streams unit-stride, zero-padded panels. Tiles at the edges of C (fewer than mr
-// rows or nr columns) and C with non-unit column stride go through a small buffer.
+// every micro-kernel streams unit-stride, zero-padded panels. It also converts: bfloat16 operands (TA) are
+// widened to float32 as they are packed, and the float32 micro-kernel runs on them (the fallback for a CPU
+// without bfloat16 dot-product instructions: the same arithmetic, half the memory read from A and B). Tiles at the
+// edges of C (fewer than mr rows or nr columns) and C with non-unit column stride go through a small buffer.
 #include "gemm.h"
 
 #include <omp.h>
@@ -92,15 +94,15 @@ T* scratch(std::size_t slot, std::size_t count) {
 }
 
 // B[pc:pc+kc, jc:jc+nc] -> panels of nr columns: panel p holds, for each k, its nr values (zero past N).
-template <class T>
-void pack_b_panel(const MatrixView<const T>& b, std::int64_t k0, std::int64_t kc, std::int64_t j0, std::int64_t n,
+template <class T, class TA>
+void pack_b_panel(const MatrixView<const TA>& b, std::int64_t k0, std::int64_t kc, std::int64_t j0, std::int64_t n,
                   int nr, T* dst) {
   if (b.col_stride == 1) {
     for (std::int64_t k = 0; k < kc; ++k) {
-      const T* src = b.data + (k0 + k) * b.row_stride + j0;
+      const TA* src = b.data + (k0 + k) * b.row_stride + j0;
       T* row = dst + k * nr;
       std::int64_t j = 0;
-      for (; j < n; ++j) row[j] = src[j];
+      for (; j < n; ++j) row[j] = static_cast<T>(src[j]);
       for (; j < nr; ++j) row[j] = T(0);
     }
   } else {  // transposed or strided B: walk each column down its own stride
@@ -109,25 +111,25 @@ void pack_b_panel(const MatrixView<const T>& b, std::int64_t k0, std::int64_t kc
         for (std::int64_t k = 0; k < kc; ++k) dst[k * nr + j] = T(0);
         continue;
       }
-      const T* src = b.data + k0 * b.row_stride + (j0 + j) * b.col_stride;
-      for (std::int64_t k = 0; k < kc; ++k) dst[k * nr + j] = src[k * b.row_stride];
+      const TA* src = b.data + k0 * b.row_stride + (j0 + j) * b.col_stride;
+      for (std::int64_t k = 0; k < kc; ++k) dst[k * nr + j] = static_cast<T>(src[k * b.row_stride]);
     }
   }
 }
 
 // A[ic:ic+mc, pc:pc+kc] -> panels of mr rows: panel p holds, for each k, its mr values (zero past M).
-template <class T>
-void pack_a(const MatrixView<const T>& a, std::int64_t i0, std::int64_t mc, std::int64_t k0, std::int64_t kc, int mr,
+template <class T, class TA>
+void pack_a(const MatrixView<const TA>& a, std::int64_t i0, std::int64_t mc, std::int64_t k0, std::int64_t kc, int mr,
             T* dst) {
   for (std::int64_t ip = 0; ip < mc; ip += mr, dst += kc * mr) {
     const std::int64_t m = std::min<std::int64_t>(mr, mc - ip);
     if (a.row_stride ==
         1) {  // column-major A (a transposed operand, as in dW = dY^T X): a panel's k-th column is contiguous
       for (std::int64_t k = 0; k < kc; ++k) {
-        const T* src = a.data + (i0 + ip) + (k0 + k) * a.col_stride;
+        const TA* src = a.data + (i0 + ip) + (k0 + k) * a.col_stride;
         T* col = dst + k * mr;
         std::int64_t r = 0;
-        for (; r < m; ++r) col[r] = src[r];
+        for (; r < m; ++r) col[r] = static_cast<T>(src[r]);
         for (; r < mr; ++r) col[r] = T(0);
       }
       continue;
@@ -137,8 +139,8 @@ void pack_a(const MatrixView<const T>& a, std::int64_t i0, std::int64_t mc, std:
         for (std::int64_t k = 0; k < kc; ++k) dst[k * mr + r] = T(0);
         continue;
       }
-      const T* src = a.data + (i0 + ip + r) * a.row_stride + k0 * a.col_stride;
-      for (std::int64_t k = 0; k < kc; ++k) dst[k * mr + r] = src[k * a.col_stride];
+      const TA* src = a.data + (i0 + ip + r) * a.row_stride + k0 * a.col_stride;
+      for (std::int64_t k = 0; k < kc; ++k) dst[k * mr + r] = static_cast<T>(src[k * a.col_stride]);
     }
   }
 }
@@ -147,20 +149,20 @@ void pack_a(const MatrixView<const T>& a, std::int64_t i0, std::int64_t mc, std:
 // row by row, i-k-j, accumulating a row of C in a local buffer. Multi-versioned like the other kernels.
 constexpr std::int64_t kSmallWork = 1 << 16, kSmallN = 256;
 
-template <class T>
+template <class T, class TA>
 [[gnu::always_inline]] inline void small_gemm_impl(std::int64_t M, std::int64_t N, std::int64_t K, T alpha,
-                                                   const MatrixView<const T>& a, const MatrixView<const T>& b, T beta,
+                                                   const MatrixView<const TA>& a, const MatrixView<const TA>& b, T beta,
                                                    const MatrixView<T>& c) {
   T acc[kSmallN];
   for (std::int64_t i = 0; i < M; ++i) {
     for (std::int64_t j = 0; j < N; ++j) acc[j] = T(0);
     for (std::int64_t k = 0; k < K; ++k) {
-      const T x = a.data[i * a.row_stride + k * a.col_stride];
-      const T* bk = b.data + k * b.row_stride;
+      const T x = static_cast<T>(a.data[i * a.row_stride + k * a.col_stride]);
+      const TA* bk = b.data + k * b.row_stride;
       if (b.col_stride == 1)
-        for (std::int64_t j = 0; j < N; ++j) acc[j] += x * bk[j];
+        for (std::int64_t j = 0; j < N; ++j) acc[j] += x * static_cast<T>(bk[j]);
       else
-        for (std::int64_t j = 0; j < N; ++j) acc[j] += x * bk[j * b.col_stride];
+        for (std::int64_t j = 0; j < N; ++j) acc[j] += x * static_cast<T>(bk[j * b.col_stride]);
     }
     T* ci = c.data + i * c.row_stride;
     for (std::int64_t j = 0; j < N; ++j)
@@ -175,6 +177,11 @@ STEPFORMER_SIMD_CLONES void small_gemm(std::int64_t M, std::int64_t N, std::int6
 }
 void small_gemm(std::int64_t M, std::int64_t N, std::int64_t K, double alpha, const MatrixView<const double>& a,
                 const MatrixView<const double>& b, double beta, const MatrixView<double>& c) {
+  small_gemm_impl(M, N, K, alpha, a, b, beta, c);
+}
+STEPFORMER_SIMD_CLONES void small_gemm(std::int64_t M, std::int64_t N, std::int64_t K, float alpha,
+                                       const MatrixView<const bfloat16>& a, const MatrixView<const bfloat16>& b,
+                                       float beta, const MatrixView<float>& c) {
   small_gemm_impl(M, N, K, alpha, a, b, beta, c);
 }
 
@@ -205,9 +212,9 @@ RowBlocks::RowBlocks(std::int64_t M_, int mr_, std::int64_t mc, int threads)
 std::int64_t RowBlocks::start(std::int64_t block) const { return std::min(M, block * panels / count * mr); }
 std::int64_t RowBlocks::max_rows() const { return (panels + count - 1) / count * mr; }
 
-template <class T>
-void gemm(std::int64_t M, std::int64_t N, std::int64_t K, T alpha, MatrixView<const T> a, MatrixView<const T> b, T beta,
-          MatrixView<T> c, int threads, const GemmKernel<T>* kernel) {
+template <class T, class TA>
+void gemm(std::int64_t M, std::int64_t N, std::int64_t K, T alpha, MatrixView<const TA> a, MatrixView<const TA> b,
+          T beta, MatrixView<T> c, int threads, const GemmKernel<T>* kernel) {
   if (M <= 0 || N <= 0) return;
   if (K <= 0 || alpha == 0) return scale(M, N, beta, c);
   if (!kernel && N <= kSmallN && M * N * K <= kSmallWork) return small_gemm(M, N, K, alpha, a, b, beta, c);
@@ -273,13 +280,18 @@ void gemm(std::int64_t M, std::int64_t N, std::int64_t K, T alpha, MatrixView<co
 
 template const std::vector<GemmKernel<float>>& gemm_kernels<float>();
 template const std::vector<GemmKernel<double>>& gemm_kernels<double>();
-template void gemm<float>(std::int64_t, std::int64_t, std::int64_t, float, MatrixView<const float>,
-                          MatrixView<const float>, float, MatrixView<float>, int, const GemmKernel<float>*);
-template void gemm<double>(std::int64_t, std::int64_t, std::int64_t, double, MatrixView<const double>,
-                           MatrixView<const double>, double, MatrixView<double>, int, const GemmKernel<double>*);
+template void gemm<float, float>(std::int64_t, std::int64_t, std::int64_t, float, MatrixView<const float>,
+                                 MatrixView<const float>, float, MatrixView<float>, int, const GemmKernel<float>*);
+template void gemm<double, double>(std::int64_t, std::int64_t, std::int64_t, double, MatrixView<const double>,
+                                   MatrixView<const double>, double, MatrixView<double>, int,
+                                   const GemmKernel<double>*);
+template void gemm<float, bfloat16>(std::int64_t, std::int64_t, std::int64_t, float, MatrixView<const bfloat16>,
+                                    MatrixView<const bfloat16>, float, MatrixView<float>, int,
+                                    const GemmKernel<float>*);
 
 // Batched and broadcast matmul: one GEMM per batch index. Many small products (attention's [B, H, T, T])
-// run one per thread; a few large ones each use every thread.
+// run one per thread; a few large ones each use every thread. A bfloat16 product is computed in float32
+// into a scratch tile and rounded once as it is stored.
 void CpuBackend::gemm(const TensorDesc& c, const TensorDesc& a, const TensorDesc& b, double alpha, double beta) {
   const int nd = c.ndim;
   const std::int64_t M = c.shape[nd - 2], N = c.shape[nd - 1], K = a.shape[nd - 1];
@@ -293,13 +305,28 @@ void CpuBackend::gemm(const TensorDesc& c, const TensorDesc& a, const TensorDesc
     }
     return off;
   };
-  dispatch_floating(c.dtype, "gemm", [&](auto t) {
-    using T = decltype(t);
+  dispatch_gemm(c.dtype, a.dtype, "cpu gemm", [&](auto tc, auto tab) {
+    using TC = decltype(tc);
+    using TA = decltype(tab);
+    using T = std::conditional_t<std::is_same_v<TC, bfloat16>, float, TC>;  // the type it computes in
     auto one = [&](std::int64_t bi, int threads) {
-      cpu::gemm<T>(M, N, K, static_cast<T>(alpha),
-                   {ptr<const T>(a) + offset(a, bi), a.strides[nd - 2], a.strides[nd - 1]},
-                   {ptr<const T>(b) + offset(b, bi), b.strides[nd - 2], b.strides[nd - 1]}, static_cast<T>(beta),
-                   {ptr<T>(c) + offset(c, bi), c.strides[nd - 2], c.strides[nd - 1]}, threads);
+      const MatrixView<const TA> av{ptr<const TA>(a) + offset(a, bi), a.strides[nd - 2], a.strides[nd - 1]};
+      const MatrixView<const TA> bv{ptr<const TA>(b) + offset(b, bi), b.strides[nd - 2], b.strides[nd - 1]};
+      TC* const cp = ptr<TC>(c) + offset(c, bi);
+      const std::int64_t rs = c.strides[nd - 2], cs = c.strides[nd - 1];
+      if constexpr (std::is_same_v<T, TC>) {
+        cpu::gemm<T, TA>(M, N, K, static_cast<T>(alpha), av, bv, static_cast<T>(beta), {cp, rs, cs}, threads);
+      } else {
+        thread_local std::vector<T> product;  // not scratch(): gemm() packs into this thread's scratch
+        product.resize(static_cast<std::size_t>(M * N));
+        T* const wide = product.data();
+        if (beta != 0)
+          for (std::int64_t i = 0; i < M; ++i)
+            for (std::int64_t j = 0; j < N; ++j) wide[i * N + j] = static_cast<T>(cp[i * rs + j * cs]);
+        cpu::gemm<T, TA>(M, N, K, static_cast<T>(alpha), av, bv, static_cast<T>(beta), {wide, N, 1}, threads);
+        for (std::int64_t i = 0; i < M; ++i)
+          for (std::int64_t j = 0; j < N; ++j) cp[i * rs + j * cs] = TC(wide[i * N + j]);
+      }
     };
     const std::int64_t flops = M * N * K;
     if (batch > 1 && flops < (1 << 21)) {

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "autograd/bfloat16.h"
+
 namespace stepformer::cpu {
 
 // A micro-kernel computes an mr x nr tile of A @ B from packed panels (A: mr values per k, B: nr values
@@ -47,8 +49,9 @@ struct RowBlocks {
 // C[M, N] = alpha * A[M, K] @ B[K, N] + beta * C, on up to `threads` OpenMP threads (0: the default
 // count; 1: the caller's thread only). beta == 0 never reads C. Without an explicit kernel, products of
 // at most 65,536 multiply-adds (and N <= 256) take a direct loop instead of packing.
-template <class T>
-void gemm(std::int64_t M, std::int64_t N, std::int64_t K, T alpha, MatrixView<const T> a, MatrixView<const T> b, T beta,
-          MatrixView<T> c, int threads = 0, const GemmKernel<T>* kernel = nullptr);
+// TA is the operands' type: T itself, or bfloat16 with T float (widened as they are packed; gemm.cpp).
+template <class T, class TA = T>
+void gemm(std::int64_t M, std::int64_t N, std::int64_t K, T alpha, MatrixView<const TA> a, MatrixView<const TA> b,
+          T beta, MatrixView<T> c, int threads = 0, const GemmKernel<T>* kernel = nullptr);
 
 }  // namespace stepformer::cpu

@@ -37,4 +37,11 @@ double peak_flops(int threads) {
   return measured[threads] = flops;
 }
 
+bool has_avx512_bf16() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512bf16");
+}
+
+double bf16_peak_flops(int threads) { return (has_avx512_bf16() ? 2.0 : 1.0) * peak_flops(threads); }
+
 }  // namespace stepformer::cpu

@@ -68,7 +68,7 @@ void map2(const TensorDesc& out, const TensorDesc& a, const TensorDesc& b, F f) 
 void CudaBackend::fill(const TensorDesc& out, double value) {
   const std::int64_t n = out.numel();
   if (n == 0) return;
-  dispatch_all(out.dtype, [&](auto t) {
+  dispatch_storage(out.dtype, [&](auto t) {
     using T = decltype(t);
     launch(fill_kernel<T>, blocks_for(n, kThreads), kThreads, 0, out, static_cast<T>(value), n);
   });
@@ -88,7 +88,7 @@ void CudaBackend::binary(BinaryOp op, const TensorDesc& out, const TensorDesc& a
 void CudaBackend::where(const TensorDesc& out, const TensorDesc& cond, const TensorDesc& a, const TensorDesc& b) {
   const std::int64_t n = out.numel();
   if (n == 0) return;
-  dispatch_all(out.dtype, [&](auto t) {
+  dispatch_storage(out.dtype, [&](auto t) {
     using T = decltype(t);
     launch(where_kernel<T>, blocks_for(n, kThreads), kThreads, 0, out, cond, a, b, n);
   });

@@ -42,9 +42,9 @@ __device__ void batch_offsets(const Problem& p, std::int64_t z, std::int64_t& oc
   }
 }
 
-template <class T>
-__device__ __forceinline__ void store(T* c, T acc, T alpha, T beta) {
-  *c = beta == T(0) ? alpha * acc : alpha * acc + beta * *c;
+template <class T, class TC>
+__device__ __forceinline__ void store(TC* c, T acc, T alpha, T beta) {
+  *c = static_cast<TC>(beta == T(0) ? alpha * acc : alpha * acc + beta * static_cast<T>(*c));
 }
 
 // v1, naive: one thread per element of c, a 16x16 block of threads per 16x16 tile of c. Thread (x, y)
@@ -109,9 +109,11 @@ __global__ void gemm_v2(Problem p, T alpha, T beta) {
 // then each thread reads 4 values of a and 4 of b per k and does 16 multiply-adds with them — four
 // times the arithmetic per shared-memory load of v2. Thread (tx, ty) owns rows ty + 16i and columns
 // tx + 16j (i, j < 4): neighbouring threads own neighbouring columns, so the final stores coalesce.
+// bfloat16 operands (TA) are widened to float32 as they are staged, and a bfloat16 product (TC) is rounded
+// once as it is stored: the float32 arithmetic with half the global memory read.
 constexpr int kBlockM = 64, kBlockN = 64, kBlockK = 8, kPerThread = 4;
 
-template <class T>
+template <class T, class TA = T, class TC = T>
 __global__ void __launch_bounds__(256) gemm_v3(Problem p, T alpha, T beta) {
   __shared__ T a_tile[kBlockK][kBlockM];
   __shared__ T b_tile[kBlockK][kBlockN];
@@ -121,20 +123,20 @@ __global__ void __launch_bounds__(256) gemm_v3(Problem p, T alpha, T beta) {
   for (std::int64_t z = blockIdx.z; z < p.batches; z += gridDim.z) {
     std::int64_t oc, oa, ob;
     batch_offsets(p, z, oc, oa, ob);
-    const T* a = at<T>(p.a) + oa;
-    const T* b = at<T>(p.b) + ob;
+    const TA* a = at<TA>(p.a) + oa;
+    const TA* b = at<TA>(p.b) + ob;
     T acc[kPerThread][kPerThread] = {};
     for (std::int64_t k0 = 0; k0 < p.k; k0 += kBlockK) {
       // 512 elements of each slice, 2 per thread.
       for (int e = tid; e < kBlockM * kBlockK; e += 256) {
         const int m = e / kBlockK, k = e % kBlockK;
         const std::int64_t gm = row0 + m, gk = k0 + k;
-        a_tile[k][m] = (gm < p.m && gk < p.k) ? a[gm * p.lda_m + gk * p.lda_k] : T(0);
+        a_tile[k][m] = (gm < p.m && gk < p.k) ? static_cast<T>(a[gm * p.lda_m + gk * p.lda_k]) : T(0);
       }
       for (int e = tid; e < kBlockK * kBlockN; e += 256) {
         const int k = e / kBlockN, n = e % kBlockN;
         const std::int64_t gk = k0 + k, gn = col0 + n;
-        b_tile[k][n] = (gk < p.k && gn < p.n) ? b[gk * p.ldb_k + gn * p.ldb_n] : T(0);
+        b_tile[k][n] = (gk < p.k && gn < p.n) ? static_cast<T>(b[gk * p.ldb_k + gn * p.ldb_n]) : T(0);
       }
       __syncthreads();
       for (int k = 0; k < kBlockK; ++k) {
@@ -149,7 +151,7 @@ __global__ void __launch_bounds__(256) gemm_v3(Problem p, T alpha, T beta) {
     for (int i = 0; i < kPerThread; ++i)
       for (int j = 0; j < kPerThread; ++j) {
         const std::int64_t r = row0 + ty + 16 * i, c = col0 + tx + 16 * j;
-        if (r < p.m && c < p.n) store(at<T>(p.c) + oc + r * p.ldc_m + c * p.ldc_n, acc[i][j], alpha, beta);
+        if (r < p.m && c < p.n) store(at<TC>(p.c) + oc + r * p.ldc_m + c * p.ldc_n, acc[i][j], alpha, beta);
       }
   }
 }
@@ -183,7 +185,17 @@ void CudaBackend::gemm_version(int version, const TensorDesc& c, const TensorDes
 }
 
 void CudaBackend::gemm(const TensorDesc& c, const TensorDesc& a, const TensorDesc& b, double alpha, double beta) {
-  gemm_version(3, c, a, b, alpha, beta);
+  if (a.dtype != DType::bfloat16) return gemm_version(3, c, a, b, alpha, beta);
+  const Problem p = problem(c, a, b);
+  if (p.m == 0 || p.n == 0 || p.batches == 0) return;
+  const unsigned batch_blocks = static_cast<unsigned>(std::min<std::int64_t>(p.batches, 65535));
+  dispatch_gemm(c.dtype, a.dtype, "cuda gemm", [&](auto tc, auto tab) {
+    using TC = decltype(tc);
+    using TA = decltype(tab);
+    next_launch_flops(static_cast<std::uint64_t>(2 * p.m * p.n * p.k * p.batches));
+    launch(gemm_v3<float, TA, TC>, dim3(tiles(p.n, kBlockN), tiles(p.m, kBlockM), batch_blocks), dim3(16, 16), 0, p,
+           static_cast<float>(alpha), static_cast<float>(beta));
+  });
 }
 
 }  // namespace stepformer::STEPFORMER_CUDA_NS

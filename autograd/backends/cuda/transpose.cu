@@ -66,7 +66,8 @@ bool CudaBackend::transpose_copy(const TensorDesc& out, const TensorDesc& in) {
                   static_cast<unsigned>((t.rows + kTile - 1) / kTile),
                   static_cast<unsigned>(std::min<std::int64_t>(t.batches, 65535)));
   if (grid.y > 65535) return false;  // taller than a grid: the elementwise copy takes it
-  dispatch_all(out.dtype, [&](auto v) { launch(transpose_kernel<decltype(v)>, grid, dim3(kTile, kTileRows), 0, t); });
+  dispatch_storage(out.dtype,
+                   [&](auto v) { launch(transpose_kernel<decltype(v)>, grid, dim3(kTile, kTileRows), 0, t); });
   return true;
 }
 

@@ -7,7 +7,7 @@
 namespace stepformer::reference {
 
 void ReferenceBackend::fill(const TensorDesc& out, double value) {
-  dispatch_all(out.dtype, [&](auto t) {
+  dispatch_storage(out.dtype, [&](auto t) {
     using T = decltype(t);
     for_each_index(out, [&](const Index& i) { at<T>(out, i) = static_cast<T>(value); });
   });
@@ -30,7 +30,7 @@ void ReferenceBackend::binary(BinaryOp op, const TensorDesc& out, const TensorDe
 }
 
 void ReferenceBackend::where(const TensorDesc& out, const TensorDesc& cond, const TensorDesc& a, const TensorDesc& b) {
-  dispatch_all(out.dtype, [&](auto t) {
+  dispatch_storage(out.dtype, [&](auto t) {
     using T = decltype(t);
     for_each_index(out, [&](const Index& i) { at<T>(out, i) = at<bool>(cond, i) ? at<T>(a, i) : at<T>(b, i); });
   });

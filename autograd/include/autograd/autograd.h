@@ -1,7 +1,9 @@
 #pragma once
 // Everything a user of the engine needs, in one include.
 #include "autograd/anomaly.h"
+#include "autograd/autocast.h"
 #include "autograd/backend.h"
+#include "autograd/bfloat16.h"
 #include "autograd/device.h"
 #include "autograd/dtype.h"
 #include "autograd/engine.h"

@@ -28,9 +28,31 @@ void check_operands(const char* op, std::initializer_list<const Tensor*> ts, boo
 
 void check_floating(const char* op, const Tensor& t) {
   if (!is_floating(t.dtype()))
+    throw DTypeError(fmt::format("{}: expected a floating tensor (float32, float64 or bfloat16), got {} {}", op,
+                                 dtype_name(t.dtype()), to_string(t.shape())));
+}
+
+void check_full_precision(const char* op, const Tensor& t) {
+  if (t.dtype() == DType::bfloat16)
+    throw DTypeError(
+        fmt::format("{}: needs float32 or float64, got bfloat16 {}: it keeps its statistics in full "
+                    "precision; convert with .to(DType::float32) (autocast does this)",
+                    op, to_string(t.shape())));
+  if (!is_floating(t.dtype()))
     throw DTypeError(fmt::format("{}: expected a floating tensor (float32 or float64), got {} {}", op,
                                  dtype_name(t.dtype()), to_string(t.shape())));
 }
+
+namespace {
+Tensor converted(const Tensor& t, DType dtype) {
+  Tensor out = empty_as(t, t.shape(), dtype);
+  t.backend().unary(UnaryOp::copy, out.desc(), t.desc(), 0.0);
+  return out;
+}
+}  // namespace
+
+Tensor widen(const Tensor& t) { return t.dtype() == DType::bfloat16 ? converted(t, DType::float32) : t; }
+Tensor stored_as(const Tensor& t, DType dtype) { return t.dtype() == dtype ? t : converted(t, dtype); }
 
 void check_dtype(const char* op, const Tensor& t, DType expected, const char* what) {
   if (t.dtype() != expected)

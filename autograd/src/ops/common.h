@@ -14,7 +14,16 @@ namespace stepformer::detail {
 
 // Every operand must be defined, on the same device and (when `same_dtype`) of the same dtype.
 void check_operands(const char* op, std::initializer_list<const Tensor*> ts, bool same_dtype = true);
-void check_floating(const char* op, const Tensor& t);
+void check_floating(const char* op, const Tensor& t);  // float32, float64 or bfloat16
+// float32 or float64: the row ops (softmax, layer norm, losses, embedding, dropout) and the optimizer keep
+// their statistics and state in full precision; a bfloat16 operand is a DTypeError naming the op.
+void check_full_precision(const char* op, const Tensor& t);
+
+// bfloat16 operands of elementwise ops and reductions are computed in float32 and the result rounded once
+// (dtype.h). widen: a float32 copy of a bfloat16 tensor, any other tensor itself; stored_as: `t` converted to
+// `dtype` (bfloat16) or itself. Neither records history: the op around them does.
+Tensor widen(const Tensor& t);
+Tensor stored_as(const Tensor& t, DType dtype);
 void check_dtype(const char* op, const Tensor& t, DType expected, const char* what);
 
 // A tensor sharing `base`'s storage with another shape, strides and offset (no history).

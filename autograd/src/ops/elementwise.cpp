@@ -14,6 +14,10 @@ using detail::empty_as;
 namespace {
 
 Tensor binary_kernel(const char* op, BinaryOp kind, const Tensor& a, const Tensor& b, DType out_dtype) {
+  if (a.dtype() == DType::bfloat16) {  // in float32, rounded once (dtype.h)
+    const DType wide = out_dtype == DType::bfloat16 ? DType::float32 : out_dtype;
+    return detail::stored_as(binary_kernel(op, kind, detail::widen(a), detail::widen(b), wide), out_dtype);
+  }
   const Shape shape = broadcast_shapes(op, a.shape(), b.shape());
   Tensor out = empty_as(a, shape, out_dtype);
   a.backend().binary(kind, out.desc(), broadcast_desc(a, shape), broadcast_desc(b, shape));
@@ -21,6 +25,7 @@ Tensor binary_kernel(const char* op, BinaryOp kind, const Tensor& a, const Tenso
 }
 
 Tensor unary_kernel(UnaryOp kind, const Tensor& a, double alpha = 0.0) {
+  if (a.dtype() == DType::bfloat16) return detail::stored_as(unary_kernel(kind, detail::widen(a), alpha), a.dtype());
   Tensor out = empty_as(a, a.shape());
   a.backend().unary(kind, out.desc(), a.desc(), alpha);
   return out;

@@ -6,7 +6,7 @@ namespace stepformer {
 
 Tensor embedding(const Tensor& weight, const Tensor& ids, std::optional<std::int64_t> padding_idx) {
   detail::check_operands("embedding", {&weight, &ids}, /*same_dtype=*/false);
-  detail::check_floating("embedding", weight);
+  detail::check_full_precision("embedding", weight);
   detail::check_dtype("embedding", ids, DType::int64, "ids");
   if (weight.dim() != 2)
     throw ShapeError(fmt::format("embedding: weight must be [V, D], got {}", to_string(weight.shape())));

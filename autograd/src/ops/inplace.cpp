@@ -47,7 +47,13 @@ Tensor& add_(Tensor& a, const Tensor& b, double alpha) {
   if (broadcast_shapes("add_", a.shape(), b.shape()) != a.shape())
     throw ShapeError(
         fmt::format("add_: operand of shape {} does not broadcast to {}", to_string(b.shape()), to_string(a.shape())));
-  a.backend().accumulate(a.desc(), detail::broadcast_desc(b, a.shape()), alpha);
+  if (a.dtype() == DType::bfloat16) {  // in float32, rounded once (dtype.h)
+    const Tensor sum = detail::widen(a);
+    sum.backend().accumulate(sum.desc(), detail::broadcast_desc(detail::widen(b), a.shape()), alpha);
+    a.backend().unary(UnaryOp::copy, a.desc(), sum.desc(), 0.0);
+  } else {
+    a.backend().accumulate(a.desc(), detail::broadcast_desc(b, a.shape()), alpha);
+  }
   a.bump_version();
   return a;
 }
@@ -55,7 +61,7 @@ Tensor& add_(Tensor& a, const Tensor& b, double alpha) {
 void adam_update_(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const AdamConfig& cfg) {
   for (Tensor* t : {&param, &m, &v}) check_writable("adam_update_", *t);
   detail::check_operands("adam_update_", {&param, &grad, &m, &v});
-  detail::check_floating("adam_update_", param);
+  detail::check_full_precision("adam_update_", param);
   for (const Tensor* t : {&grad, static_cast<const Tensor*>(&m), static_cast<const Tensor*>(&v)})
     if (t->shape() != param.shape())
       throw ShapeError(fmt::format("adam_update_: param {} and state {} differ in shape", to_string(param.shape()),

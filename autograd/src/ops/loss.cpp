@@ -9,7 +9,7 @@ namespace stepformer {
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, std::int64_t ignore_index, double smoothing,
                      Reduction reduction) {
   detail::check_operands("cross_entropy", {&logits, &targets}, /*same_dtype=*/false);
-  detail::check_floating("cross_entropy", logits);
+  detail::check_full_precision("cross_entropy", logits);
   detail::check_dtype("cross_entropy", targets, DType::int64, "targets");
   if (logits.dim() < 1 || Shape(logits.shape().begin(), logits.shape().end() - 1) != targets.shape())
     throw ShapeError(fmt::format("cross_entropy: logits {} must be targets' shape {} plus a class dim",

@@ -1,13 +1,18 @@
 // matmul with torch.matmul's rules. A transposed operand reaches the GEMM kernel as swapped strides,
-// never as a copy, and the backward's transposes are views too.
+// never as a copy, and the backward's transposes are views too. Under autocast (autograd/autocast.h) the
+// float32 operands are cast to bfloat16 first and the product is float32.
+#include "autograd/autocast.h"
 #include "common.h"
 
 namespace stepformer {
 
 namespace {
 
-// a [..., M, K] @ b [..., K, N] -> [batch..., M, N], both at least 2-D.
-Tensor matmul_nd(const Tensor& a, const Tensor& b) {
+Tensor matmul_nd(const Tensor& a, const Tensor& b);  // the product in the operands' dtype
+
+// a [..., M, K] @ b [..., K, N] -> [batch..., M, N], both at least 2-D; the product is `out_dtype` (a's
+// dtype, or float32 for bfloat16 operands under autocast).
+Tensor matmul_nd(const Tensor& a, const Tensor& b, DType out_dtype) {
   const std::int64_t M = a.size(-2), K = a.size(-1), N = b.size(-1);
   if (b.size(-2) != K)
     throw ShapeError(fmt::format("matmul: inner dimensions differ: {} @ {} ({} vs {})", to_string(a.shape()),
@@ -20,14 +25,17 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b) {
     s.push_back(c);
     return s;
   };
-  Tensor out = detail::empty_as(a, with(M, N));
+  Tensor out = detail::empty_as(a, with(M, N), out_dtype);
   a.backend().gemm(out.desc(), detail::broadcast_desc(a, with(M, K)), detail::broadcast_desc(b, with(K, N)), 1.0, 0.0);
   // Each gradient reads only the other operand: keep an operand alive only if the other one needs it.
   const bool a_needs = a.requires_grad(), b_needs = b.requires_grad();
   const Tensor sa = b_needs ? a.detach() : Tensor(), sb = a_needs ? b.detach() : Tensor();
   // An undefined saved operand: the other input needs no gradient.
   record(Op::matmul, out, {a, b},
-         [sa, sb, a_shape = a.shape(), b_shape = b.shape()](const Tensor& g) -> Gradients {
+         [sa, sb, a_shape = a.shape(), b_shape = b.shape(), dtype = a.dtype()](const Tensor& grad) -> Gradients {
+           // The backward's products run in the operands' dtype: a float32 gradient of a bfloat16 product
+           // is rounded to bfloat16 first, as PyTorch's bfloat16 matmul receives a bfloat16 gradient.
+           const Tensor g = detail::stored_as(grad, dtype);
            // EXERCISE 0.2 (5 points, needs 0.3 0.4): the gradients of a @ b with respect to a and to b.
            return {sb.defined() ? sum_to(matmul_nd(g, transpose(sb, -1, -2)), a_shape) : Tensor(),
                    sa.defined() ? sum_to(matmul_nd(transpose(sa, -1, -2), g), b_shape) : Tensor()};
@@ -37,11 +45,18 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b) {
   return out;
 }
 
+Tensor matmul_nd(const Tensor& a, const Tensor& b) { return matmul_nd(a, b, a.dtype()); }
+
 }  // namespace
 
-Tensor matmul(const Tensor& a, const Tensor& b) {
-  detail::check_operands("matmul", {&a, &b});
-  detail::check_floating("matmul", a);
+Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
+  detail::check_operands("matmul", {&a_in, &b_in});
+  detail::check_floating("matmul", a_in);
+  // Autocast: float32 operands are multiplied as bfloat16 copies (to() records the cast, so the gradient
+  // comes back to the float32 tensor), into a float32 product.
+  const bool cast = autocast_dtype() == DType::bfloat16 && a_in.dtype() == DType::float32;
+  const Tensor a = cast ? a_in.to(DType::bfloat16) : a_in, b = cast ? b_in.to(DType::bfloat16) : b_in;
+  const DType out_dtype = cast ? DType::float32 : a.dtype();
   if (a.dim() == 0 || b.dim() == 0)
     throw ShapeError(fmt::format("matmul: both operands need at least 1 dim, got {} @ {}", to_string(a.shape()),
                                  to_string(b.shape())));
@@ -54,9 +69,9 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
     // one GEMM too instead of a batched product summed over the batch (as torch.matmul folds).
     Shape shape = a2.shape();
     shape.back() = b2.size(1);
-    out = reshape(matmul_nd(reshape(a2, {-1, a2.size(-1)}), b2), shape);
+    out = reshape(matmul_nd(reshape(a2, {-1, a2.size(-1)}), b2, out_dtype), shape);
   } else {
-    out = matmul_nd(a2, b2);
+    out = matmul_nd(a2, b2, out_dtype);
   }
   if (b.dim() == 1) out = squeeze(out, -1);
   if (a.dim() == 1) out = squeeze(out, b.dim() == 1 ? -1 : -2);

@@ -7,7 +7,7 @@ namespace stepformer {
 
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) {
   detail::check_operands("layer_norm", {&x});
-  detail::check_floating("layer_norm", x);
+  detail::check_full_precision("layer_norm", x);
   if (x.dim() == 0) throw ShapeError("layer_norm: the input needs at least 1 dim, got a 0-dim tensor");
   if (!(eps > 0)) throw ValueError(fmt::format("layer_norm: eps must be positive, got {}", eps));
   const std::int64_t D = x.size(-1);

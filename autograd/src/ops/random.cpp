@@ -6,7 +6,7 @@ namespace stepformer {
 namespace {
 Tensor random_tensor(const char* op, const Shape& shape, Distribution dist, double a, double b, Generator& gen,
                      Options o) {
-  if (!is_floating(o.dtype))
+  if (o.dtype != DType::float32 && o.dtype != DType::float64)
     throw DTypeError(fmt::format("{}: random tensors must be float32 or float64, got {}", op, dtype_name(o.dtype)));
   const bool rg = o.requires_grad;
   o.requires_grad = false;
@@ -35,7 +35,7 @@ Tensor normal(const Shape& shape, double mean, double std, Generator& gen, Optio
 // evaluation is the identity.
 Tensor dropout(const Tensor& a, double p, bool training, Generator& gen) {
   detail::check_operands("dropout", {&a});
-  detail::check_floating("dropout", a);
+  detail::check_full_precision("dropout", a);
   if (!(p >= 0 && p <= 1)) throw ValueError(fmt::format("dropout: p must be in [0, 1], got {}", p));
   if (!training || p == 0) return a;
   if (p == 1) return a * 0.0;

@@ -35,6 +35,7 @@ Shape dropped_shape(const Tensor& a, const std::vector<bool>& mask) {
 }
 
 Tensor reduce_kernel(ReduceOp kind, const Tensor& a, const Shape& kept) {
+  if (a.dtype() == DType::bfloat16) return detail::stored_as(reduce_kernel(kind, detail::widen(a), kept), a.dtype());
   Tensor out = detail::empty_as(a, kept);
   a.backend().reduce(kind, out.desc(), a.desc());
   return out;
@@ -64,9 +65,11 @@ Tensor mean(const Tensor& a, const std::vector<std::int64_t>& dims, bool keepdim
   const Shape kept = keepdim_shape(a, mask);
   // Elements per output; 0 when a reduced dim is empty, and then 0 * (1/0) gives NaN, as torch.mean.
   const std::int64_t count = numel(kept) == 0 ? 0 : a.numel() / numel(kept);
-  Tensor total = reduce_kernel(ReduceOp::sum, a, kept);
-  Tensor out = detail::empty_as(a, keepdim ? kept : dropped_shape(a, mask));
-  a.backend().unary(UnaryOp::scale, out.desc(), reshape(total, out.shape()).desc(), 1.0 / static_cast<double>(count));
+  const Tensor x = detail::widen(a);  // a bfloat16 mean is summed and scaled in float32, rounded once
+  const Tensor total = reduce_kernel(ReduceOp::sum, x, kept);
+  Tensor out = detail::empty_as(x, keepdim ? kept : dropped_shape(a, mask));
+  x.backend().unary(UnaryOp::scale, out.desc(), reshape(total, out.shape()).desc(), 1.0 / static_cast<double>(count));
+  out = detail::stored_as(out, a.dtype());
   record(Op::mean, out, {a}, [kept, count, s = a.shape()](const Tensor& g) -> Gradients {
     return {expand(as_keepdim(g, kept), s) / static_cast<double>(count)};
   });

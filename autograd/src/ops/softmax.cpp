@@ -8,7 +8,7 @@ namespace {
 
 Tensor softmax_impl(Op op, const char* name, const Tensor& a, std::int64_t dim) {
   detail::check_operands(name, {&a});
-  detail::check_floating(name, a);
+  detail::check_full_precision(name, a);
   const std::int64_t d = wrap_dim(name, dim, a.dim());
   const std::int64_t last = std::max<std::int64_t>(a.dim() - 1, 0);
   if (d != last) return transpose(softmax_impl(op, name, transpose(a, d, last), last), d, last);

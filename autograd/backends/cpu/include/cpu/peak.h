@@ -9,5 +9,9 @@
 namespace stepformer::cpu {
 
 double peak_flops(int threads);  // float32 FLOP/s; threads <= 0: OpenMP's default count
+// bfloat16 FLOP/s: twice the float32 peak on a CPU with AVX512_BF16 (vdpbf16ps does two multiply-adds per
+// float32 lane), the float32 peak itself on one without (no instruction multiplies bfloat16 faster there).
+double bf16_peak_flops(int threads);
+bool has_avx512_bf16();
 
 }  // namespace stepformer::cpu

@@ -1,0 +1,30 @@
+#pragma once
+// Autocast: inside an AutocastGuard(DType::bfloat16), matmul multiplies bfloat16 copies of its float32
+// operands (float32 accumulation) and returns float32; every other op runs in float32 as before. Per OS
+// thread, like torch.autocast; scopes nest and restore the previous state.
+//
+// Which ops are in which list, and why (PyTorch's "CPU Ops that can autocast to bfloat16" and "CPU Ops
+// that can autocast to float32", torch.amp docs): docs/11_mixed_precision.md. Deviation: PyTorch's
+// matmul returns bfloat16 and the next op reads bfloat16; ours rounds only the operands, so the product
+// keeps float32 and the ops after it (bias, GELU, softmax, layer norm, residual adds) read float32.
+// The parameters stay float32 (the master copy) and so do their gradients: the cast's backward
+// converts the bfloat16 gradient back.
+#include "autograd/dtype.h"
+
+namespace stepformer {
+
+// The dtype matmul's operands are cast to, or float32 when autocast is off.
+DType autocast_dtype();
+
+class AutocastGuard {
+ public:
+  explicit AutocastGuard(DType dtype = DType::bfloat16, bool enabled = true);
+  ~AutocastGuard();
+  AutocastGuard(const AutocastGuard&) = delete;
+  AutocastGuard& operator=(const AutocastGuard&) = delete;
+
+ private:
+  DType previous_;
+};
+
+}  // namespace stepformer
