@@ -5,7 +5,7 @@
 // greedy decoding ms per batch and the process's peak memory. tools/compare/torch_train_step.py runs the
 // same shapes in PyTorch, so that the two can be run back to back.
 //
-//   build/bench/bin/train_bench [small|base] [--threads N] [--steps N]
+//   build/bench/bin/train_bench [small|base] [--threads N] [--steps N] [--precision fp32|bf16]
 #include <fmt/format.h>
 #include <omp.h>
 
@@ -31,15 +31,19 @@ using bench::peak_rss_mb;
 int main(int argc, char** argv) {
   std::string which = "small";
   int threads = 0, steps = 0;
+  std::string precision = "fp32";
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--threads") && i + 1 < argc)
       threads = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--steps") && i + 1 < argc)
       steps = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--precision") && i + 1 < argc &&
+             (!std::strcmp(argv[i + 1], "fp32") || !std::strcmp(argv[i + 1], "bf16")))
+      precision = argv[++i];
     else if (!std::strcmp(argv[i], "small") || !std::strcmp(argv[i], "base"))
       which = argv[i];
     else {
-      fmt::print(stderr, "usage: train_bench [small|base] [--threads N] [--steps N]\n");
+      fmt::print(stderr, "usage: train_bench [small|base] [--threads N] [--steps N] [--precision fp32|bf16]\n");
       return 2;
     }
   }
@@ -52,7 +56,7 @@ int main(int argc, char** argv) {
 
   Generator gen(1), data(2);
   Transformer model(cfg, gen);
-  Trainer trainer(model, {.warmup = 4000});
+  Trainer trainer(model, {.warmup = 4000, .precision = precision_from_name(precision)});
   const Batch b = bench::random_batch(setup, batch, data);
   double best = 1e30, total = 0;
   trainer.step(b);  // warm-up: first-touch of every buffer
@@ -68,13 +72,17 @@ int main(int argc, char** argv) {
         greedy_decode(model, b.src, {.max_len = len});
       },
       3, 0.5);
-  const double flops = training_step_flops(cfg, batch, len, len), peak = cpu::peak_flops(omp_get_max_threads());
+  // MFU against the peak of the precision the GEMMs run in (cpu/peak.h).
+  const double flops = training_step_flops(cfg, batch, len, len);
+  const double peak =
+      precision == "bf16" ? cpu::bf16_peak_flops(omp_get_max_threads()) : cpu::peak_flops(omp_get_max_threads());
   fmt::print(
-      "{} config: {} parameters, batch {} x {} tokens, {} threads: train step {:.1f} ms (best) {:.1f} ms (mean of "
-      "{}), {:.0f} target tokens/s, {:.1f} model GFLOP/step, MFU {:.1f}% of {:.0f} GFLOP/s; greedy decode {} tokens "
+      "{} config, {}: {} parameters, batch {} x {} tokens, {} threads: train step {:.1f} ms (best) {:.1f} ms (mean of "
+      "{}), {:.0f} target tokens/s, {:.1f} model GFLOP/step, MFU {:.1f}% of {:.0f} GFLOP/s{}; greedy decode {} tokens "
       "{:.1f} ms, peak RSS {:.0f} MB\n",
-      which, model.parameter_count(), batch, len, omp_get_max_threads(), best * 1e3, total / steps * 1e3, steps,
-      static_cast<double>(batch * len) / best, flops / 1e9, 100 * flops / best / peak, peak / 1e9, len, decode * 1e3,
+      which, precision, model.parameter_count(), batch, len, omp_get_max_threads(), best * 1e3, total / steps * 1e3,
+      steps, static_cast<double>(batch * len) / best, flops / 1e9, 100 * flops / best / peak, peak / 1e9,
+      precision == "bf16" && !cpu::has_avx512_bf16() ? " (no AVX512_BF16: the float32 peak)" : "", len, decode * 1e3,
       peak_rss_mb());
   return 0;
 }

@@ -112,7 +112,7 @@ int run_freedict(Options o) {
   const std::int64_t steps = o.steps;
   sf::Generator gen(o.common.seed), data_gen(o.common.seed + 1);
   Transformer model(model_config(o, data.src.vocab, data.tgt.vocab), gen, o.tie_output);
-  Trainer trainer(model, {.warmup = o.warmup, .lr_factor = o.lr_factor});
+  Trainer trainer(model, {.warmup = o.warmup, .lr_factor = o.lr_factor, .precision = precision_from_name(o.precision)});
   if (!o.load.empty()) {
     trainer.load(o.load, {{"model", &gen}, {"data", &data_gen}});
     fmt::print("resumed from {} at step {}\n", o.load.string(), trainer.steps_done());

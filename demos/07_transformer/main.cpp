@@ -42,7 +42,7 @@ int run_toy(Options o) {
   // float rounding); at 0.3, 12 of 12 and 4 of 4 (docs/07_transformer.md).
   if (o.warmup <= 0) o.warmup = 30;
   if (o.lr_factor <= 0) o.lr_factor = 0.3;
-  Trainer trainer(model, {.warmup = o.warmup, .lr_factor = o.lr_factor});
+  Trainer trainer(model, {.warmup = o.warmup, .lr_factor = o.lr_factor, .precision = precision_from_name(o.precision)});
   const Batch batch = make_batch(pairs, sv, tv);
   fmt::print("== toy: seed 000's 3 pairs; {} parameters; {} steps\n", model.parameter_count(), steps);
   Curves curves;
@@ -75,7 +75,7 @@ int run_numerals(Options o) {
   const std::int64_t steps = o.steps ? o.steps : 5000;
   sf::Generator gen(o.common.seed), data_gen(o.common.seed + 1);
   Transformer model(model_config(o, vocab.src, vocab.tgt), gen);
-  Trainer trainer(model, {.warmup = o.warmup, .lr_factor = o.lr_factor});
+  Trainer trainer(model, {.warmup = o.warmup, .lr_factor = o.lr_factor, .precision = precision_from_name(o.precision)});
   if (!o.load.empty()) {
     trainer.load(o.load, {{"model", &gen}, {"data", &data_gen}});
     fmt::print("resumed from {} at step {}\n", o.load.string(), trainer.steps_done());
@@ -159,6 +159,10 @@ int main(int argc, char** argv) {
   app.add_option("--d-ff", o.d_ff, "feed-forward size")->capture_default_str();
   app.add_option("--dropout", o.dropout, "dropout (default: 0.1 toy, 0 numerals, freedict: its recipe)");
   app.add_option("--threads", o.threads, "CPU threads (default: all cores)");
+  app.add_option("--precision", o.precision,
+                 "fp32, or bf16: matmuls read bfloat16 under autocast; weights, gradients, Adam stay float32")
+      ->check(CLI::IsMember({"fp32", "bf16"}))
+      ->capture_default_str();
   app.add_option("--save", o.save, "write a checkpoint at the end (numerals, freedict)");
   app.add_option("--load", o.load, "resume from a checkpoint (numerals, freedict, translate)");
   app.add_option("--dict", o.dict, "the FreeDict German-English dictionary (freedict)")->capture_default_str();

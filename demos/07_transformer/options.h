@@ -20,8 +20,9 @@ struct Options {
   double lr_factor = 0;     // 0: the task's default
   std::int64_t warmup = 0;  // 0: the task's default
   std::int64_t d_model = 64, layers = 2, heads = 4, d_ff = 256;
-  double dropout = -1;  // < 0: the task's default (toy 0.1; numerals 0, its data is unlimited)
-  int threads = 0;      // 0: OpenMP's default
+  double dropout = -1;             // < 0: the task's default (toy 0.1; numerals 0, its data is unlimited)
+  int threads = 0;                 // 0: OpenMP's default
+  std::string precision = "fp32";  // fp32, or bf16: forward and loss under autocast (chapter 11)
   std::filesystem::path save, load;
   std::filesystem::path dict = kFreedictDeuEng;
   std::string task = "numerals";     // translate: which task's checkpoint --load holds

@@ -7,7 +7,12 @@ dropout 0.1, label smoothing 0.1, Adam(0.9, 0.98, 1e-9), gradient clipping at 1.
 python3-torch (1.13):
 
     /usr/bin/python3 tools/compare/torch_train_step.py small --threads 2
+    /usr/bin/python3 tools/compare/torch_train_step.py base --threads 2 --precision bf16
+
+--precision bf16 runs the forward and the loss under torch.autocast("cpu", dtype=torch.bfloat16), the
+setup a PyTorch user would pick for speed (train_bench --precision bf16 is the same recipe in stepformer).
 """
+import contextlib
 import argparse
 import math
 import resource
@@ -51,6 +56,7 @@ def main():
     p.add_argument("config", choices=["small", "base"], nargs="?", default="small")
     p.add_argument("--threads", type=int, default=0)
     p.add_argument("--steps", type=int, default=0)
+    p.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
     a = p.parse_args()
     if a.threads:
         torch.set_num_threads(a.threads)
@@ -64,11 +70,17 @@ def main():
     loss_fn = nn.CrossEntropyLoss(ignore_index=0, label_smoothing=0.1)
     src, tgt_in, tgt_out = (torch.randint(4, 8000, (batch, length)) for _ in range(3))
 
+    def autocast():
+        if a.precision == "bf16":
+            return torch.autocast("cpu", dtype=torch.bfloat16)
+        return contextlib.nullcontext()
+
     def step():
         model.train()
         opt.zero_grad()
-        logits = model(src, tgt_in)
-        loss = loss_fn(logits.reshape(-1, 8000), tgt_out.reshape(-1))
+        with autocast():
+            logits = model(src, tgt_in)
+            loss = loss_fn(logits.reshape(-1, 8000), tgt_out.reshape(-1))
         loss.backward()
         nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
@@ -81,7 +93,7 @@ def main():
         times.append(time.perf_counter() - start)
     params = sum(p.numel() for p in model.parameters())
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"PyTorch {torch.__version__} {a.config} config: {params} parameters, batch {batch} x {length} tokens, "
+    print(f"PyTorch {torch.__version__} {a.config} config, {a.precision}: {params} parameters, batch {batch} x {length} tokens, "
           f"{torch.get_num_threads()} threads: train step {min(times) * 1e3:.1f} ms (best) "
           f"{sum(times) / len(times) * 1e3:.1f} ms (mean of {steps}), peak RSS {peak:.0f} MB")
 

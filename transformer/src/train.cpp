@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include "autograd/autocast.h"
 #include "autograd/errors.h"
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
@@ -17,11 +18,21 @@ Trainer::Trainer(Transformer& model, const TrainOptions& o)
       optimizer_(model.named_parameters(), {.lr = 0.0, .beta1 = 0.9, .beta2 = 0.98, .eps = 1e-9}),
       schedule_{model.cfg.d_model, o.warmup, o.lr_factor} {}
 
+DType precision_from_name(const std::string& name) {
+  if (name == "fp32") return DType::float32;
+  if (name == "bf16") return DType::bfloat16;
+  throw ValueError(fmt::format("precision: '{}' is not one of fp32, bf16", name));
+}
+
 double Trainer::step(const Batch& batch) {
   model_.train();
   optimizer_.zero_grad();
-  const Tensor logits = model_(batch.src, batch.tgt_in);  // [B, T, V]
-  const Tensor loss = cross_entropy(logits, batch.tgt_out, Vocabulary::kPad, o_.label_smoothing);
+  Tensor loss;
+  {
+    AutocastGuard autocast(o_.precision);  // as torch.autocast: around the forward and the loss, not backward
+    const Tensor logits = model_(batch.src, batch.tgt_in);  // [B, T, V]
+    loss = cross_entropy(logits, batch.tgt_out, Vocabulary::kPad, o_.label_smoothing);
+  }
   loss.backward();
   if (o_.clip_norm > 0) nn::clip_grad_norm_(model_.parameters(), o_.clip_norm);
   optimizer_.set_lr(schedule_(++steps_));

@@ -18,7 +18,13 @@ struct TrainOptions {
   double lr_factor = 1.0;        // multiplies the Noam schedule (the annotated Transformer uses 1-2)
   double label_smoothing = 0.1;  // "epsilon_ls = 0.1" (5.4)
   double clip_norm = 1.0;        // global gradient norm (not in the paper; standard, and cheap insurance)
+  // float32, or bfloat16: the forward pass and the loss run under autocast (autograd/autocast.h, chapter 11);
+  // the weights, their gradients and Adam's moments stay float32 either way.
+  DType precision = DType::float32;
 };
+
+// "fp32" -> float32, "bf16" -> bfloat16 (the command lines' --precision); ValueError naming anything else.
+DType precision_from_name(const std::string& name);
 
 // Adam(beta1 0.9, beta2 0.98, eps 1e-9) with the warmup schedule lrate = factor * d_model^-0.5 *
 // min(step^-0.5, step * warmup^-1.5) (5.3), cross-entropy with label smoothing over non-PAD targets.
