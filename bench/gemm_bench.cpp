@@ -3,14 +3,20 @@
 // and the ratios "x oneDNN", "x OpenBLAS" (their time / ours; > 1 means ours is faster). oneDNN is the fair yardstick
 // on CPUs newer than Debian's OpenBLAS 0.3.21, which falls back to its Haswell kernels there (docs/performance.md).
 //
-//   build/release/bin/gemm_bench [--json FILE] [--double] [--quick]
+// --bf16: bfloat16 operands with a float32 product: ours against oneDNN's matmul primitive with bfloat16
+// source and weights (its bfloat16 path), and against our own float32 GEMM on the same values ("x fp32").
+//
+//   build/release/bin/gemm_bench [--json FILE] [--double] [--bf16] [--quick]
 #include <cblas.h>
 #include <dnnl.h>
+
 #include <fmt/format.h>
 #include <omp.h>
+#include <oneapi/dnnl/dnnl.hpp>
 
 #include <cstring>
 #include <fstream>
+#include <memory>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -101,22 +107,110 @@ int run(const std::string& json_path, bool quick) {
   return 0;
 }
 
+// oneDNN's matmul primitive, bfloat16 A and B, float32 C; nullptr when this CPU has no bfloat16 matmul in oneDNN.
+struct OnednnBf16 {
+  dnnl::engine engine{dnnl::engine::kind::cpu, 0};
+  dnnl::stream stream{engine};
+  std::unique_ptr<dnnl::matmul> prim;
+  dnnl::memory a, b, c;
+  OnednnBf16(std::int64_t m, std::int64_t n, std::int64_t k, bfloat16* pa, bfloat16* pb, float* pc) {
+    using dt = dnnl::memory::data_type;
+    using tag = dnnl::memory::format_tag;
+    const dnnl::memory::desc a_md({m, k}, dt::bf16, tag::ab), b_md({k, n}, dt::bf16, tag::ab),
+        c_md({m, n}, dt::f32, tag::ab);
+    try {
+      const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_md, c_md), engine);
+      prim = std::make_unique<dnnl::matmul>(pd);
+    } catch (const dnnl::error&) {
+      return;  // unimplemented on this CPU
+    }
+    a = dnnl::memory(a_md, engine, pa), b = dnnl::memory(b_md, engine, pb), c = dnnl::memory(c_md, engine, pc);
+  }
+  void run(int threads) {
+    omp_set_num_threads(threads);
+    prim->execute(stream, {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}});
+    stream.wait();
+  }
+};
+
+int run_bf16(const std::string& json_path, bool quick) {
+  std::vector<Case> cases = {{1024, 1024, 1024, "square"},    {1024, 512, 2048, "FFN up"},
+                             {1024, 2048, 512, "FFN down"},   {512, 64, 512, "attention scores"},
+                             {512, 512, 64, "attention x V"}, {2048, 2048, 2048, "square"}};
+  if (quick) cases.resize(2);
+  const dnnl_version_t* dnnl = dnnl_version();
+  fmt::print(
+      "GEMM bfloat16 A, B -> float32 C (row-major), ours: float32 kernel '{}' on operands widened while packed; "
+      "oneDNN {}.{}.{} matmul primitive (bf16 src, weights)\n",
+      cpu::gemm_kernels<float>().back().name, dnnl->major, dnnl->minor, dnnl->patch);
+  fmt::print("{:>18} {:>16} {:>7} {:>10} {:>10} {:>10} {:>9} {:>9}\n", "shape MxKxN", "", "threads", "ours GF/s",
+             "oneDNN", "ours fp32", "x oneDNN", "x fp32");
+  std::string json = "[";
+  std::mt19937 rng(1);
+  std::uniform_real_distribution<float> u(-1, 1);
+  for (const auto& c : cases) {
+    std::vector<bfloat16> a(c.m * c.k), b(c.k * c.n);
+    std::vector<float> af(a.size()), bf(b.size()), ours(c.m * c.n), dnn(c.m * c.n), fp32(c.m * c.n);
+    for (std::size_t i = 0; i < a.size(); ++i) a[i] = bfloat16(u(rng)), af[i] = static_cast<float>(a[i]);
+    for (std::size_t i = 0; i < b.size(); ++i) b[i] = bfloat16(u(rng)), bf[i] = static_cast<float>(b[i]);
+    OnednnBf16 onednn(c.m, c.n, c.k, a.data(), b.data(), dnn.data());
+    const double flops = 2.0 * static_cast<double>(c.m) * static_cast<double>(c.n) * static_cast<double>(c.k);
+    for (const int threads : {1, 2}) {
+      const auto [t_ours, t_fp32, t_dnn] = bench::best_of_rotation(
+          3, quick ? 0.6 : 3.0,
+          [&] {
+            cpu::gemm<float, bfloat16>(c.m, c.n, c.k, 1.f, {a.data(), c.k, 1}, {b.data(), c.n, 1}, 0.f,
+                                       {ours.data(), c.n, 1}, threads);
+          },
+          [&] {
+            cpu::gemm<float>(c.m, c.n, c.k, 1.f, {af.data(), c.k, 1}, {bf.data(), c.n, 1}, 0.f, {fp32.data(), c.n, 1},
+                             threads);
+          },
+          [&] {
+            if (onednn.prim) onednn.run(threads);
+          });
+      double worst = 0;
+      for (std::size_t i = 0; i < ours.size(); ++i) {
+        worst = std::max(worst, std::abs(double(ours[i] - fp32[i])));
+        if (onednn.prim) worst = std::max(worst, std::abs(double(ours[i] - dnn[i])));
+      }
+      const std::string shape = fmt::format("{}x{}x{}", c.m, c.k, c.n);
+      const double gf_ours = flops / t_ours / 1e9, gf_fp32 = flops / t_fp32 / 1e9, gf_dnn = flops / t_dnn / 1e9;
+      fmt::print("{:>18} {:>16} {:>7} {:>10.1f} {:>10} {:>10.1f} {:>9} {:>8.2f}x{}\n", shape, c.what, threads, gf_ours,
+                 onednn.prim ? fmt::format("{:.1f}", gf_dnn) : "-", gf_fp32,
+                 onednn.prim ? fmt::format("{:.2f}x", t_dnn / t_ours) : "-", t_fp32 / t_ours,
+                 worst > 1e-2 ? "  RESULTS DIFFER" : "");
+      json += fmt::format(
+          "{}{{\"dtype\":\"bfloat16\",\"m\":{},\"k\":{},\"n\":{},\"threads\":{},\"ours_gflops\":{:.2f},"
+          "\"fp32_gflops\":{:.2f}{}}}",
+          json.size() > 1 ? "," : "", c.m, c.k, c.n, threads, gf_ours, gf_fp32,
+          onednn.prim ? fmt::format(",\"onednn_gflops\":{:.2f},\"onednn_ratio\":{:.3f}", gf_dnn, t_dnn / t_ours) : "");
+    }
+  }
+  json += "]\n";
+  if (!json_path.empty()) std::ofstream(json_path) << json;
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::string json;
-  bool dbl = false, quick = false;
+  bool dbl = false, bf16 = false, quick = false;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--json") && i + 1 < argc)
       json = argv[++i];
     else if (!std::strcmp(argv[i], "--double"))
       dbl = true;
+    else if (!std::strcmp(argv[i], "--bf16"))
+      bf16 = true;
     else if (!std::strcmp(argv[i], "--quick"))
       quick = true;
     else {
-      fmt::print(stderr, "usage: gemm_bench [--json FILE] [--double] [--quick]\n");
+      fmt::print(stderr, "usage: gemm_bench [--json FILE] [--double] [--bf16] [--quick]\n");
       return 2;
     }
   }
+  if (bf16) return run_bf16(json, quick);
   return dbl ? run<double>(json, quick) : run<float>(json, quick);
 }
