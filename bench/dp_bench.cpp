@@ -23,7 +23,7 @@ using namespace stepformer;
 using namespace stepformer::transformer;
 
 int main(int argc, char** argv) {
-  std::string which = "small";
+  std::string which = "small", precision = "fp32";
   int steps = 0;
   std::int64_t batch = 0;  // 0: the setup's
   bool zero = false, overlap = true;
@@ -34,13 +34,17 @@ int main(int argc, char** argv) {
       batch = std::atoll(argv[++i]);
     else if (!std::strcmp(argv[i], "--zero"))
       zero = true;
+    else if (!std::strcmp(argv[i], "--precision") && i + 1 < argc &&
+             (!std::strcmp(argv[i + 1], "fp32") || !std::strcmp(argv[i + 1], "bf16")))
+      precision = argv[++i];
     else if (!std::strcmp(argv[i], "--no-overlap"))
       overlap = false;
     else if (!std::strcmp(argv[i], "small") || !std::strcmp(argv[i], "base"))
       which = argv[i];
     else {
       fmt::print(stderr,
-                 "usage: [mpirun -np N] dp_bench [small|base] [--steps N] [--batch ROWS] [--zero] [--no-overlap]\n");
+                 "usage: [mpirun -np N] dp_bench [small|base] [--steps N] [--batch ROWS] [--zero] [--no-overlap] "
+                 "[--precision fp32|bf16]\n");
       return 2;
     }
   }
@@ -56,7 +60,7 @@ int main(int argc, char** argv) {
   const std::int64_t rows = setup.batch / comm.size();
   Generator gen(1 + static_cast<std::uint64_t>(comm.rank())), data(2 + static_cast<std::uint64_t>(comm.rank()));
   Transformer model(setup.cfg, gen);
-  distributed::DistributedTrainer trainer(model, comm, {.warmup = 4000},
+  distributed::DistributedTrainer trainer(model, comm, {.warmup = 4000, .precision = precision_from_name(precision)},
                                           {.zero = zero, .data_parallel = {.overlap = overlap}});
   const Batch b = bench::random_batch(setup, rows, data);
   trainer.step(b);  // warm-up: first touch of every buffer
@@ -73,9 +77,9 @@ int main(int argc, char** argv) {
   for (double t : times) total += t;
   if (comm.rank() == 0)
     fmt::print(
-        "{} config, {} process(es) x 1 thread, {}{}: step {:.1f} ms best, {:.1f} ms median of {}; {:.0f} target "
+        "{} config, {}, {} process(es) x 1 thread, {}{}: step {:.1f} ms best, {:.1f} ms median of {}; {:.0f} target "
         "tokens/s; rank 0 waited {:.1f}% of the steps for gradients; peak RSS {:.0f} MB per rank\n",
-        which, comm.size(), zero ? "ZeRO-1" : "data parallel",
+        which, precision, comm.size(), zero ? "ZeRO-1" : "data parallel",
         zero      ? ""
         : overlap ? " overlapped"
                   : " not overlapped",

@@ -29,7 +29,8 @@ struct Options {
   std::int64_t steps = 600, batch = 32, warmup = 200, report_every = 50, save_every = 0;
   std::int64_t d_model = 64, layers = 2, heads = 4, d_ff = 256;
   double dropout = 0.0;
-  int threads = 1;  // per process: two processes of one thread each fill this 2-core machine
+  int threads = 1;                 // per process: two processes of one thread each fill this 2-core machine
+  std::string precision = "fp32";  // bf16: autocast (chapter 11); the gradients sent are float32 either way
   bool zero = false, no_overlap = false;
   std::size_t bucket_kb = 1024;
   std::filesystem::path save, load;
@@ -59,15 +60,16 @@ int run(const Options& o, Communicator& comm) {
   sf::distributed::DistributedOptions d;
   d.zero = o.zero;
   d.data_parallel = {.bucket_bytes = o.bucket_kb * 1024, .overlap = !o.no_overlap};
-  sf::distributed::DistributedTrainer trainer(model, comm, {.warmup = o.warmup}, d);
+  sf::distributed::DistributedTrainer trainer(
+      model, comm, {.warmup = o.warmup, .precision = sf::transformer::precision_from_name(o.precision)}, d);
   const sf::transformer::NamedGenerators shared{{"data", &data_gen}}, own{{"model", &gen}};
   if (!o.load.empty()) {
     trainer.load(o.load, shared, own);
     if (root) fmt::print("resumed from {} at step {}\n", o.load.string(), trainer.steps_done());
   }
   if (root)
-    fmt::print("== numerals on {} processes x {} thread(s): {} parameters, batch {} per rank ({} in all), {}{}\n",
-               comm.size(), o.threads, model.parameter_count(), o.batch, o.batch * comm.size(),
+    fmt::print("== numerals on {} processes x {} thread(s), {}: {} parameters, batch {} per rank ({} in all), {}{}\n",
+               comm.size(), o.threads, o.precision, model.parameter_count(), o.batch, o.batch * comm.size(),
                o.zero ? "ZeRO-1" : "data parallel",
                o.zero         ? ""
                : o.no_overlap ? ", no overlap"
@@ -122,6 +124,9 @@ int main(int argc, char** argv) {
   app.add_option("--d-ff", o.d_ff, "feed-forward size")->capture_default_str();
   app.add_option("--dropout", o.dropout, "dropout")->capture_default_str();
   app.add_option("--threads", o.threads, "CPU threads per process")->capture_default_str();
+  app.add_option("--precision", o.precision, "fp32, or bf16: autocast; the gradients sent stay float32")
+      ->check(CLI::IsMember({"fp32", "bf16"}))
+      ->capture_default_str();
   app.add_flag("--zero", o.zero, "ZeRO-1: shard Adam's moments over the ranks");
   app.add_flag("--no-overlap", o.no_overlap, "all-reduce the gradients after backward instead of during it");
   app.add_option("--bucket-kb", o.bucket_kb, "gradient bucket size in KiB")->capture_default_str();

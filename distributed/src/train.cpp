@@ -1,5 +1,7 @@
 #include "distributed/train.h"
 
+#include "autograd/autocast.h"
+
 #include <fmt/format.h>
 
 #include "autograd/ops.h"
@@ -37,7 +39,13 @@ Tensor DistributedTrainer::local_loss(const Tensor& logits, const transformer::B
 double DistributedTrainer::step(const transformer::Batch& local) {
   model_.train();
   optimizer_->zero_grad();
-  const Tensor loss = local_loss(model_(local.src, local.tgt_in), local);
+  Tensor loss;
+  {
+    // bf16: the forward and the loss under autocast; the gradients the buckets sum are the float32 masters'
+    // (chapter 11), so what travels between the ranks is float32 at either precision.
+    AutocastGuard autocast(o_.precision);
+    loss = local_loss(model_(local.src, local.tgt_in), local);
+  }
   if (global_tokens_ <= 0)  // every rank sees the same count: all of them stop here
     throw DistributedError(
         fmt::format("DistributedTrainer::step: the whole batch has {} target tokens", global_tokens_));
