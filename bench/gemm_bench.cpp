@@ -107,13 +107,16 @@ int run(const std::string& json_path, bool quick) {
   return 0;
 }
 
-// oneDNN's matmul primitive, bfloat16 A and B, float32 C; nullptr when this CPU has no bfloat16 matmul in oneDNN.
+// OpenBLAS's header declares a global `bfloat16` (uint16_t) too: ours by another name here.
+using Bf16 = stepformer::bfloat16;
+
+// oneDNN's matmul primitive, bfloat16 A and B, float32 C; prim is null where oneDNN has no bfloat16 matmul.
 struct OnednnBf16 {
   dnnl::engine engine{dnnl::engine::kind::cpu, 0};
   dnnl::stream stream{engine};
   std::unique_ptr<dnnl::matmul> prim;
   dnnl::memory a, b, c;
-  OnednnBf16(std::int64_t m, std::int64_t n, std::int64_t k, bfloat16* pa, bfloat16* pb, float* pc) {
+  OnednnBf16(std::int64_t m, std::int64_t n, std::int64_t k, Bf16* pa, Bf16* pb, float* pc) {
     using dt = dnnl::memory::data_type;
     using tag = dnnl::memory::format_tag;
     const dnnl::memory::desc a_md({m, k}, dt::bf16, tag::ab), b_md({k, n}, dt::bf16, tag::ab),
@@ -149,18 +152,18 @@ int run_bf16(const std::string& json_path, bool quick) {
   std::mt19937 rng(1);
   std::uniform_real_distribution<float> u(-1, 1);
   for (const auto& c : cases) {
-    std::vector<bfloat16> a(c.m * c.k), b(c.k * c.n);
+    std::vector<Bf16> a(c.m * c.k), b(c.k * c.n);
     std::vector<float> af(a.size()), bf(b.size()), ours(c.m * c.n), dnn(c.m * c.n), fp32(c.m * c.n);
-    for (std::size_t i = 0; i < a.size(); ++i) a[i] = bfloat16(u(rng)), af[i] = static_cast<float>(a[i]);
-    for (std::size_t i = 0; i < b.size(); ++i) b[i] = bfloat16(u(rng)), bf[i] = static_cast<float>(b[i]);
+    for (std::size_t i = 0; i < a.size(); ++i) a[i] = Bf16(u(rng)), af[i] = static_cast<float>(a[i]);
+    for (std::size_t i = 0; i < b.size(); ++i) b[i] = Bf16(u(rng)), bf[i] = static_cast<float>(b[i]);
     OnednnBf16 onednn(c.m, c.n, c.k, a.data(), b.data(), dnn.data());
     const double flops = 2.0 * static_cast<double>(c.m) * static_cast<double>(c.n) * static_cast<double>(c.k);
     for (const int threads : {1, 2}) {
       const auto [t_ours, t_fp32, t_dnn] = bench::best_of_rotation(
           3, quick ? 0.6 : 3.0,
           [&] {
-            cpu::gemm<float, bfloat16>(c.m, c.n, c.k, 1.f, {a.data(), c.k, 1}, {b.data(), c.n, 1}, 0.f,
-                                       {ours.data(), c.n, 1}, threads);
+            cpu::gemm<float, Bf16>(c.m, c.n, c.k, 1.f, {a.data(), c.k, 1}, {b.data(), c.n, 1}, 0.f,
+                                   {ours.data(), c.n, 1}, threads);
           },
           [&] {
             cpu::gemm<float>(c.m, c.n, c.k, 1.f, {af.data(), c.k, 1}, {bf.data(), c.n, 1}, 0.f, {fp32.data(), c.n, 1},

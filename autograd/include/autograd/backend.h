@@ -94,7 +94,8 @@ class Backend {
   // --- matrix multiply ----------------------------------------------------------------------------
   // c[..., M, N] = alpha * a[..., M, K] @ b[..., K, N] + beta * c. All three have the same ndim and
   // batch sizes (a broadcast batch dim has stride 0 in a or b); any strides, so a transposed operand
-  // is a stride swap, never a copy. c's batch strides are never 0.
+  // is a stride swap, never a copy. c's batch strides are never 0. a and b have one dtype; c has it too,
+  // or, for bfloat16 a and b, is float32 (accumulation is float32 either way; a bfloat16 c is rounded once).
   virtual void gemm(const TensorDesc& c, const TensorDesc& a, const TensorDesc& b, double alpha, double beta) = 0;
 
   // --- rows (contiguous, last dim is the row) -----------------------------------------------------
