@@ -80,9 +80,10 @@ TEST_CASE("ex11.2: under autocast, matmul multiplies bfloat16 copies into a floa
     INFO("the product is that of the operands rounded to bfloat16, summed in float32");
     REQUIRE(test::close(y, rounded, 1e-5, 1e-5));
   }
-  sum(y).backward();
   {
     INFO("the gradient reaches the float32 operands: the cast is to(), which records itself");
+    REQUIRE(y.requires_grad());
+    sum(y).backward();
     REQUIRE(a.grad().defined());
     REQUIRE(b.grad().defined());
   }
