@@ -53,7 +53,7 @@ struct Autocast {
   DType product;
 };
 Autocast autocast_operands(const Tensor& a, const Tensor& b) {
-  // EXERCISE 11.2 (3 points, needs 11.1): float32 operands become bfloat16 copies (to(): gradients flow); product f32
+  // EXERCISE 11.2 (3 points, needs 11.1 0.2): float32 operands become bfloat16 copies by to(); the product float32
   if (a.dtype() != DType::float32) return {a, b, a.dtype()};  // float64 and bfloat16 are left as they are
   return {a.to(DType::bfloat16), b.to(DType::bfloat16), DType::float32};
   // END EXERCISE
