@@ -10,7 +10,8 @@
 //
 // Tolerances: float64 1e-12 (only the order of additions differs); float32 2e-5 relative + absolute
 // (float accumulation and vectorised exp), GEMM 1e-5 sqrt(K); a bfloat16 product 2^-7 (one unit of its last
-// bit); conversions, fills, random fills and integer results exactly.
+// bit); conversions, fills, dropout masks and integer results exactly. Uniform and normal fills within rounding:
+// nvcc contracts a + (b - a) * u into one FMA, which the H200 showed 1 ulp off in float64.
 #include <catch2/generators/catch_generators.hpp>
 #include <fstream>
 #include <functional>
@@ -302,7 +303,7 @@ std::vector<Case> cases() {
               b.random_fill(out.desc(), dist, dist == Distribution::dropout ? 0.3 : -1.0, 2.0, 42, 6);
               return std::vector<Tensor>{out};
             },
-            1, dist != Distribution::normal);
+            1, dist == Distribution::dropout);
       for (const bool decoupled : {false, true})
         add("adam_update", std::string(decoupled ? "AdamW" : "Adam") + " step 3, weight decay 0.1" + size, dt,
             [=](Device dev, Backend& b) {

@@ -60,6 +60,36 @@ Tensor T(const Tensor& t) { return transpose(t, 0, 1); }
 
 }  // namespace
 
+#if defined(STEPFORMER_WITH_CUDA)
+// The same entry points compiled by nvcc: ladders.h declares them in the namespace STEPFORMER_CUDA_NS names,
+// cuda_sim in this program.
+namespace stepformer::cuda {
+void gemm_version(int, const TensorDesc&, const TensorDesc&, const TensorDesc&, double, double);
+void softmax_version(int, const TensorDesc&, const TensorDesc&);
+void row_sum_version(int, const TensorDesc&, const TensorDesc&);
+void transpose_version(int, const TensorDesc&, const TensorDesc&);
+}  // namespace stepformer::cuda
+#endif
+
+namespace {
+
+// The numbered versions of the device under test's kernels: cuda-sim's, or the GPU's.
+struct Ladders {
+  decltype(&cuda_sim::gemm_version) gemm;
+  decltype(&cuda_sim::softmax_version) softmax, row_sum, transpose;
+};
+
+Ladders ladders_of(Device dev) {
+#if defined(STEPFORMER_WITH_CUDA)
+  if (dev.type == DeviceType::cuda)
+    return {cuda::gemm_version, cuda::softmax_version, cuda::row_sum_version, cuda::transpose_version};
+#endif
+  REQUIRE(dev.type == DeviceType::cuda_sim);
+  return {cuda_sim::gemm_version, cuda_sim::softmax_version, cuda_sim::row_sum_version, cuda_sim::transpose_version};
+}
+
+}  // namespace
+
 TEST_CASE("cuda: elementwise kernels match the CPU, broadcast and strided", "[cuda]") {
   for (const DType dt : {DType::float32, DType::float64}) {
     const double tol = tolerance(dt);
@@ -136,14 +166,13 @@ TEST_CASE("cuda: reductions match the CPU over any dims, through a block reducti
 
 TEST_CASE("cuda: GEMM v1, v2 and v3 each match the CPU", "[cuda]") {
   const Device dev = device_under_test();
-  if (dev.type != DeviceType::cuda_sim) SKIP("the numbered versions are called directly on cuda-sim only");
-  auto& gpu = stepformer::cuda_sim::backend();
+  const Ladders ladder = ladders_of(dev);
   struct Dims {
     std::int64_t m, n, k;
   };
   for (const DType dt : {DType::float32, DType::float64}) {
     for (const Dims d : {Dims{1, 1, 1}, Dims{17, 33, 9}, Dims{65, 70, 130}, Dims{3, 5, 0}}) {
-      for (const int version : {1, 2, 3}) {
+      for (int version = 1; version <= cuda_sim::kGemmVersions; ++version) {
         for (const bool hard : {false, true}) {
           DYNAMIC_SECTION(dtype_name(dt) << " v" << version << " " << d.m << "x" << d.n << "x" << d.k
                                          << (hard ? ": a^T, b^T, batch of 3 with a broadcast, beta 0.5" : "")) {
@@ -161,8 +190,8 @@ TEST_CASE("cuda: GEMM v1, v2 and v3 each match the CPU", "[cuda]") {
                                    beta);
             const Tensor a_dev = hard ? T(contiguous(T(a)).to(dev)) : a.to(dev);  // the same strides there
             Tensor c = c0.to(dev);
-            gpu.gemm_version(version, c.desc(), expand(unsqueeze(a_dev, 0), {batch, d.m, d.k}).desc(),
-                             b3.to(dev).desc(), alpha, beta);
+            ladder.gemm(version, c.desc(), expand(unsqueeze(a_dev, 0), {batch, d.m, d.k}).desc(), b3.to(dev).desc(),
+                        alpha, beta);
             const double tol = dt == DType::float64 ? 1e-12 : 1e-5 * std::max(1.0, std::sqrt(double(d.k)));
             CHECK(close(c.cpu(), expected, tol, tol));
           }
@@ -171,46 +200,45 @@ TEST_CASE("cuda: GEMM v1, v2 and v3 each match the CPU", "[cuda]") {
     }
   }
   CHECK_THROWS_AS(
-      gpu.gemm_version(4, empty({2, 2}, {DType::float32, dev}).desc(), empty({2, 2}, {DType::float32, dev}).desc(),
-                       empty({2, 2}, {DType::float32, dev}).desc(), 1, 0),
+      ladder.gemm(4, empty({2, 2}, {DType::float32, dev}).desc(), empty({2, 2}, {DType::float32, dev}).desc(),
+                  empty({2, 2}, {DType::float32, dev}).desc(), 1, 0),
       ValueError);
 }
 
 TEST_CASE("cuda: every version of the softmax, row-sum and transpose ladders matches the CPU", "[cuda]") {
   const Device dev = device_under_test();
-  if (dev.type != DeviceType::cuda_sim) SKIP("the numbered versions are called directly on cuda-sim only");
-  namespace ladder = stepformer::cuda_sim;
+  const Ladders ladder = ladders_of(dev);
   for (const DType dt : {DType::float32, DType::float64}) {
     // Rows shorter than a warp, not a multiple of 32, longer than a block (128, 256), and a single row.
     for (const Shape& shape : {Shape{5, 7}, Shape{33, 45}, Shape{3, 300}, Shape{1, 1}}) {
       const double tol = dt == DType::float64 ? 1e-12 : 1e-5 * std::max(1.0, std::sqrt(double(shape[1])));
       const Tensor x = cpu_input(shape, 11, dt, -3.0, 3.0);
-      for (int v = 1; v <= ladder::kSoftmaxVersions; ++v)
+      for (int v = 1; v <= cuda_sim::kSoftmaxVersions; ++v)
         DYNAMIC_SECTION("softmax v" << v << " " << dtype_name(dt) << " " << to_string(shape)) {
           Tensor y = full(shape, NAN, {dt, dev});
-          ladder::softmax_version(v, y.desc(), x.to(dev).desc());
+          ladder.softmax(v, y.desc(), x.to(dev).desc());
           CHECK(close(y.cpu(), softmax(x, -1), tol, tol));
         }
-      for (int v = 1; v <= ladder::kRowSumVersions; ++v)
+      for (int v = 1; v <= cuda_sim::kRowSumVersions; ++v)
         DYNAMIC_SECTION("row sum v" << v << " " << dtype_name(dt) << " " << to_string(shape)) {
           Tensor y = full({shape[0]}, NAN, {dt, dev});
-          ladder::row_sum_version(v, y.desc(), x.to(dev).desc());
+          ladder.row_sum(v, y.desc(), x.to(dev).desc());
           CHECK(close(y.cpu(), sum(x, {1}), tol, tol));
         }
-      for (int v = 1; v <= ladder::kTransposeVersions; ++v)
+      for (int v = 1; v <= cuda_sim::kTransposeVersions; ++v)
         DYNAMIC_SECTION("transpose v" << v << " " << dtype_name(dt) << " " << to_string(shape)) {
           const Tensor in = T(x.to(dev));                        // [cols, rows], rows adjacent in memory
           if (in.shape()[0] < 2 || in.shape()[1] < 2) continue;  // transpose_copy takes real matrices only
           Tensor y = full(in.shape(), NAN, {dt, dev});
-          ladder::transpose_version(v, y.desc(), in.desc());
+          ladder.transpose(v, y.desc(), in.desc());
           CHECK(close(y.cpu(), contiguous(T(x)), 0.0, 0.0));
         }
     }
   }
   const Tensor any = empty({2, 2}, {DType::float32, dev});
-  CHECK_THROWS_AS(ladder::softmax_version(4, any.desc(), any.desc()), ValueError);
-  CHECK_THROWS_AS(ladder::row_sum_version(0, any.desc(), any.desc()), ValueError);
-  CHECK_THROWS_AS(ladder::transpose_version(4, any.desc(), any.desc()), ValueError);
+  CHECK_THROWS_AS(ladder.softmax(4, any.desc(), any.desc()), ValueError);
+  CHECK_THROWS_AS(ladder.row_sum(0, any.desc(), any.desc()), ValueError);
+  CHECK_THROWS_AS(ladder.transpose(4, any.desc(), any.desc()), ValueError);
 }
 
 TEST_CASE("cuda: matmul through the op, batched and broadcast, forward and backward", "[cuda]") {

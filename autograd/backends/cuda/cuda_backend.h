@@ -22,10 +22,6 @@ class CudaBackend final : public Backend {
   // transpose.cu: a copy into a contiguous `out` from an `in` whose last two dimensions are swapped in
   // memory, through shared-memory tiles; false (nothing done) for any other layout.
   bool transpose_copy(const TensorDesc& out, const TensorDesc& in);
-  // gemm.cu: gemm() runs the best version; gemm_version() runs one by number, for tests and benchmarks
-  // (1 naive, 2 shared-memory tiles, 3 register blocking).
-  void gemm_version(int version, const TensorDesc& c, const TensorDesc& a, const TensorDesc& b, double alpha,
-                    double beta);
   // memory.cu: a device int64 that kernels lower with atomicMin to report the first bad index (or -1).
   long long* first_bad_index_slot();  // long long: the type CUDA's atomicMin takes
   std::int64_t read_first_bad_index();

@@ -10,6 +10,7 @@
 
 #include "cuda_backend.h"
 #include "device_utils.cuh"
+#include "ladders.h"
 
 namespace stepformer::STEPFORMER_CUDA_NS {
 
@@ -160,8 +161,8 @@ unsigned tiles(std::int64_t n, int tile) { return static_cast<unsigned>((n + til
 
 }  // namespace
 
-void CudaBackend::gemm_version(int version, const TensorDesc& c, const TensorDesc& a, const TensorDesc& b, double alpha,
-                               double beta) {
+void gemm_version(int version, const TensorDesc& c, const TensorDesc& a, const TensorDesc& b, double alpha,
+                  double beta) {
   if (version < 1 || version > 3)
     throw ValueError("cuda gemm: version " + std::to_string(version) + " does not exist (1, 2 or 3)");
   const Problem p = problem(c, a, b);

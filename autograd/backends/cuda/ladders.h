@@ -1,5 +1,5 @@
 #pragma once
-// Kernel ladders, in the manner of llm.c's dev/cuda: for softmax, a row reduction and the transpose, the
+// Kernel ladders, in the manner of llm.c's dev/cuda: for the GEMM, softmax, a row reduction and the transpose, the
 // versions one writes on the way to the production kernel, each a kernel that is tested against the CPU
 // (tests/cuda/test_cuda_backend.cpp) and whose comment says what it fixes over the version before. What each
 // fix buys is measured by cuda-sim's profiler (sectors per request, bank conflicts, barriers):
@@ -10,7 +10,12 @@
 
 namespace stepformer::STEPFORMER_CUDA_NS {
 
-inline constexpr int kSoftmaxVersions = 3, kRowSumVersions = 4, kTransposeVersions = 3;
+inline constexpr int kGemmVersions = 3, kSoftmaxVersions = 3, kRowSumVersions = 4, kTransposeVersions = 3;
+
+// c = alpha a b + beta c as the Backend's gemm takes it (float32 or float64), by version 1..3 (gemm.cu: 1 naive,
+// 2 shared-memory tiles, 3 register blocking; the backend's gemm runs 3).
+void gemm_version(int version, const TensorDesc& c, const TensorDesc& a, const TensorDesc& b, double alpha,
+                  double beta);
 
 // out = softmax over the last dimension of contiguous `in` (float32 or float64), by version 1..3.
 void softmax_version(int version, const TensorDesc& out, const TensorDesc& in);
