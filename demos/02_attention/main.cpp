@@ -114,6 +114,7 @@ int main(int argc, char** argv) {
     sf::Tensor blocked;
   } variants[] = {{"no mask", {}}, {"pad mask", pad}, {"subsequent mask", causal}};
   for (const auto& variant : variants) {
+    const KeepAttentionWeights keep;                                     // the weights, to draw them
     const sf::Tensor w = mha.forward(x, x, x, variant.blocked).weights;  // [1, H, 8, 8]
     fmt::print("== head 0, {}: row = query, column = key; rows sum to 1\n", variant.name);
     const sf::Tensor head0 = sf::reshape(sf::narrow(w, 1, 0, 1), {8, 8});

@@ -24,6 +24,7 @@ int main(int argc, char** argv) {
   encoder.eval();
 
   const sf::Tensor src = data.src_ids();  // [3, 8]
+  const KeepAttentionWeights keep;        // the per-layer weights drawn below (flash attention stores none)
   const EncoderOutput out = encoder.forward(src);
   fmt::print("source ids {} -> memory {}; {} parameters in {} layers\n", sf::to_string(src.shape()),
              sf::to_string(out.memory.shape()), encoder.parameter_count(), cfg.n_layers);

@@ -26,6 +26,7 @@ int main(int argc, char** argv) {
   encoder.eval();
   decoder.eval();
 
+  const KeepAttentionWeights keep;  // the self- and cross-attention weights drawn below (flash stores none)
   const sf::Tensor src = sf::narrow(data.src_ids(), 0, 0, 1);       // [1, 8]: 我 有 一 个 好 朋 友 P
   const EncoderOutput encoded = encoder(src);                       // memory [1, 8, D] and the PAD mask
   const sf::Tensor a_ids = sf::narrow(data.tgt_in_ids(), 0, 0, 1);  // S I have a good friend .

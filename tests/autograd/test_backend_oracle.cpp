@@ -289,6 +289,48 @@ std::vector<Case> cases() {
               return std::vector<Tensor>{d1, d2};
             });
       }
+      // --- attention: Tk = n keys, a mask broadcast over heads and queries; then also causal with dropout ---
+      for (const bool causal : {false, true}) {
+        const std::int64_t Tq = causal ? n : 5;
+        const std::string which =
+            std::string(" mask [1, 1, 1, Tk]") + (causal ? ", causal, dropout 0.3, Tq = Tk" : ", Tq 5");
+        const auto operands = [=](Device dev) {
+          std::vector<double> pad(static_cast<std::size_t>(n));
+          for (std::int64_t j = 1; j < n; j += 3) pad[static_cast<std::size_t>(j)] = 1;  // key 0 always seen
+          return std::vector<Tensor>{input(dev, {1, 2, Tq, 8}, 96, dt), input(dev, {1, 2, n, 8}, 97, dt),
+                                     input(dev, {1, 2, n, 6}, 98, dt),
+                                     from_vector(pad, {1, 1, 1, n}, {DType::boolean, dev})};
+        };
+        const auto config = [=] {
+          AttentionConfig cfg;
+          cfg.scale = 0.35, cfg.causal = causal, cfg.dropout = causal ? 0.3 : 0.0, cfg.seed = 5, cfg.offset = 8;
+          return cfg;
+        };
+        const auto mask_desc = [=](const Tensor& m) { return broadcast(m, {1, 2, Tq, n}); };
+        add("attention_forward", which + size, dt, [=](Device dev, Backend& b) {
+          const std::vector<Tensor> x = operands(dev);
+          Tensor out = sentinel(dev, {1, 2, Tq, 6}, dt), lse = sentinel(dev, {1, 2, Tq}, dt);
+          b.attention_forward(out.desc(), lse.desc(), x[0].desc(), x[1].desc(), x[2].desc(), mask_desc(x[3]), config());
+          return std::vector<Tensor>{out, lse};
+        });
+        add(
+            "attention_backward", which + size, dt,
+            [=](Device dev, Backend& b) {
+              const std::vector<Tensor> x = operands(dev), r = operands(kReference);
+              // The forward's out and lse from the reference, so that both devices start from the same.
+              Tensor out = sentinel(kReference, {1, 2, Tq, 6}, dt), lse = sentinel(kReference, {1, 2, Tq}, dt);
+              backend_for(kReference)
+                  .attention_forward(out.desc(), lse.desc(), r[0].desc(), r[1].desc(), r[2].desc(), mask_desc(r[3]),
+                                     config());
+              Tensor dq = sentinel(dev, {1, 2, Tq, 8}, dt), dk = sentinel(dev, {1, 2, n, 8}, dt),
+                     dv = sentinel(dev, {1, 2, n, 6}, dt);
+              b.attention_backward(dq.desc(), dk.desc(), dv.desc(), input(dev, {1, 2, Tq, 6}, 99, dt).desc(),
+                                   x[0].desc(), x[1].desc(), x[2].desc(), out.to(dev).desc(), lse.to(dev).desc(),
+                                   mask_desc(x[3]), config());
+              return std::vector<Tensor>{dq, dk, dv};
+            },
+            4);
+      }
       // --- random and the optimizer ------------------------------------------------------------------
       for (const Distribution dist : {Distribution::uniform, Distribution::normal, Distribution::dropout})
         add(

@@ -173,6 +173,21 @@ std::vector<Case> cases() {
        [](auto& x) {
          return cross_entropy(x[0], ids({0, 3, 1}, {3}), -100, 0.0, Reduction::sum);
        }},
+      {"attention",
+       "pad mask, Tq 3 != Tk 5, Dh 2 != Dv 3",
+       {{1, 2, 3, 2}, {1, 2, 5, 2}, {1, 2, 5, 3}},
+       [](auto& x) {
+         const Tensor pad =
+             from_vector(std::vector<double>{0, 0, 0, 1, 1}, {1, 1, 1, 5}, {DType::boolean, x[0].device()});
+         return flash_attention(x[0], x[1], x[2], pad, 0.7);
+       }},
+      {"attention",
+       "causal, dropout 0.3",
+       {{2, 1, 4, 3}, {2, 1, 4, 3}, {2, 1, 4, 3}},
+       [](auto& x) {
+         Generator g(7);
+         return flash_attention(x[0], x[1], x[2], {}, 0.5, true, 0.3, true, g);
+       }},
       {"cross_entropy",
        "none, transposed",
        {{4, 3}},

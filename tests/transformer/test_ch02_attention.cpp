@@ -19,6 +19,7 @@ TEST_CASE("scaled_dot_product_attention matches PyTorch with a pad mask, with gr
 }
 
 TEST_CASE("MultiHeadAttention matches PyTorch, weights and all parameter gradients", "[ch02]") {
+  const KeepAttentionWeights keep;  // the composite path, which returns the weights
   const auto f = chapter_fixture("02_mha");
   MultiHeadAttention mha(16, 2);
   mha.load_state_dict(params(f));
@@ -32,6 +33,34 @@ TEST_CASE("MultiHeadAttention matches PyTorch, weights and all parameter gradien
   check_parameter_grads(mha, f);
   CHECK(close(xq.grad(), f.at("grad.input.query"), 1e-5, 1e-4));
   CHECK(close(xkv.grad(), f.at("grad.input.key_value"), 1e-5, 1e-4));
+}
+
+TEST_CASE("MultiHeadAttention uses flash attention unless weights are kept: PyTorch's context and gradients",
+          "[ch02]") {
+  const auto f = chapter_fixture("02_mha");
+  MultiHeadAttention mha(16, 2);
+  mha.load_state_dict(params(f));
+  Tensor xq = leaf(f, "query"), xkv = leaf(f, "key_value");
+  const Attention a = mha.forward(xq, xkv, xkv, f.at("input.blocked"));
+  CHECK_FALSE(a.weights.defined());  // never stored
+  CHECK(close(a.context, f.at("output.y")));
+  // The fixture's gradients are of sum(y dy.y) + sum(weights dy.weights); the second term's come from the
+  // composite, whose context gradient is the same.
+  Tensor yq = leaf(f, "query"), ykv = leaf(f, "key_value");
+  MultiHeadAttention composite(16, 2);
+  composite.load_state_dict(params(f));
+  {
+    const KeepAttentionWeights keep;
+    sum(composite.forward(yq, ykv, ykv, f.at("input.blocked")).context * f.at("dy.y")).backward();
+  }
+  sum(a.context * f.at("dy.y")).backward();
+  CHECK(close(xq.grad(), yq.grad(), 1e-5, 1e-5));
+  CHECK(close(xkv.grad(), ykv.grad(), 1e-5, 1e-5));
+  const auto flash_params = mha.named_parameters(), composite_params = composite.named_parameters();
+  for (std::size_t i = 0; i < flash_params.size(); ++i) {
+    INFO("the gradient of " << flash_params[i].first);
+    CHECK(close(flash_params[i].second.grad(), composite_params[i].second.grad(), 1e-5, 1e-5));
+  }
 }
 
 TEST_CASE("masks: PAD keys and future positions are blocked, built from shapes", "[ch02]") {
@@ -49,7 +78,8 @@ TEST_CASE("masked weights are exactly 0 and rows sum to 1 over the keys they may
   MultiHeadAttention mha(16, 4, 0.0, gen);
   const Tensor x = randn({2, 5, 16}, gen);
   const Tensor tgt = ids({3, 4, 5, 0, 0, 3, 4, 5, 6, 7}, 2);
-  const Tensor blocked = decoder_mask(tgt, 0);             // [2, 1, 5, 5]
+  const Tensor blocked = decoder_mask(tgt, 0);  // [2, 1, 5, 5]
+  const KeepAttentionWeights keep;
   const Tensor w = mha.forward(x, x, x, blocked).weights;  // [2, 4, 5, 5]
   const auto wv = w.to_vector<double>();
   const auto bv = expand(blocked, {2, 4, 5, 5}).to_vector<double>();

@@ -53,6 +53,13 @@ Tensor decoder_mask(const Tensor& tgt_ids, std::int64_t pad_id) {
   // END EXERCISE
 }
 
+namespace {
+thread_local int weights_kept = 0;
+}
+KeepAttentionWeights::KeepAttentionWeights() { ++weights_kept; }
+KeepAttentionWeights::~KeepAttentionWeights() { --weights_kept; }
+bool attention_weights_kept() { return weights_kept > 0; }
+
 Tensor split_heads(const Tensor& x, std::int64_t H) {
   // EXERCISE 2.4 (5 points): [B, T, D] -> [B, H, T, D/H], and back in merge_heads below.
   const std::int64_t B = x.size(0), T = x.size(1), D = x.size(2);
@@ -95,11 +102,20 @@ Attention MultiHeadAttention::attend(const Tensor& query, const Tensor& k, const
   const ScopeGuard scope = enter_scope();  // also an entry point of its own (the decoder's cached step)
   if (query.dim() != 3 || query.size(-1) != d_model)
     throw ShapeError(fmt::format("MultiHeadAttention expected [B, T, {}], got {}", d_model, to_string(query.shape())));
-  // EXERCISE 2.5 (4 points, needs 2.3 2.4): project the queries, split heads, attend, merge heads, project the output.
+  // EXERCISE 2.5 (4 points, needs 2.3 2.4): project queries, split heads, heads_attention, merge heads, project output.
   const Tensor q = split_heads((*w_q)(query), n_heads);  // [B, H, Tq, Dh]
-  const Attention a = scaled_dot_product_attention(q, k, v, blocked, attn_dropout, is_training(), *gen_);
+  const Attention a = heads_attention(q, k, v, blocked);
   return {(*w_o)(merge_heads(a.context)), a.weights};  // [B, Tq, D], [B, H, Tq, Tk]
   // END EXERCISE
+}
+
+Attention MultiHeadAttention::heads_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                              const Tensor& blocked) {
+  if (attention_weights_kept())
+    return scaled_dot_product_attention(q, k, v, blocked, attn_dropout, is_training(), *gen_);
+  // The same softmax(Q K^T / sqrt(d_k)) V, with the same dropout mask drawn from the same generator state.
+  const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
+  return {flash_attention(q, k, v, blocked, scale, false, attn_dropout, is_training(), *gen_), Tensor()};
 }
 
 }  // namespace stepformer::transformer

@@ -34,6 +34,12 @@ void launch(void (*kernel)(Params...), dim3 grid, dim3 block, std::size_t shared
 inline void next_launch_flops(std::uint64_t) {}
 }  // namespace stepformer::STEPFORMER_CUDA_NS
 
+// The launch's dynamic shared memory (its shared_bytes) as a T*: one untyped buffer, since kernels of different
+// T share it, aligned for any of them.
+#define CUDASIM_DYNAMIC_SHARED(T, name)                                       \
+  extern __shared__ __align__(16) unsigned char stepformer_dynamic_shared_[]; \
+  T* name = reinterpret_cast<T*>(stepformer_dynamic_shared_)
+
 #else
 #include <math.h>
 

@@ -67,6 +67,17 @@ struct AdamConfig {
   std::int64_t step = 1;   // 1-based, for bias correction
 };
 
+// The attention kernels' settings. Scores are s_ij = scale * q_i . k_j; `causal` blocks key j > query i
+// (both counted from the start, as PyTorch's is_causal); `dropout` zeroes weight (b, h, i, j) where
+// random_fill's dropout fill of [B, H, Tq, Tk] at (seed, offset) is 0, and scales the rest by 1 / (1 - dropout):
+// the same mask as the composite softmax-dropout-matmul of chapter 02 draws.
+struct AttentionConfig {
+  double scale = 1.0;
+  bool causal = false;
+  double dropout = 0.0;
+  std::uint64_t seed = 0, offset = 0;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -132,6 +143,19 @@ class Backend {
                                       const TensorDesc& targets, const TensorDesc& grad_loss, std::int64_t ignore_index,
                                       double smoothing) = 0;
 
+  // --- attention without the [Tq, Tk] matrix (FlashAttention: Dao et al. 2022; Dao 2023) -------------
+  // q [B, H, Tq, Dh], k [B, H, Tk, Dh], v [B, H, Tk, Dv], out [B, H, Tq, Dv], lse [B, H, Tq], all contiguous;
+  // `blocked` is boolean [B, H, Tq, Tk] by strides (0 broadcasts), or data == nullptr for none.
+  // out_i = sum_j softmax_j(s_ij) drop_ij v_j over the keys j not blocked; lse_i = log sum_j exp(s_ij) over them,
+  // which backward takes back. A query that may see no key gets out NaN and lse -inf (as a softmax of -infs).
+  virtual void attention_forward(const TensorDesc& out, const TensorDesc& lse, const TensorDesc& q, const TensorDesc& k,
+                                 const TensorDesc& v, const TensorDesc& blocked, const AttentionConfig& cfg) = 0;
+  // dq, dk, dv (written) from dout and the forward's out and lse; the weights are recomputed, never stored.
+  virtual void attention_backward(const TensorDesc& dq, const TensorDesc& dk, const TensorDesc& dv,
+                                  const TensorDesc& dout, const TensorDesc& q, const TensorDesc& k, const TensorDesc& v,
+                                  const TensorDesc& out, const TensorDesc& lse, const TensorDesc& blocked,
+                                  const AttentionConfig& cfg) = 0;
+
   // --- random and optimizers ----------------------------------------------------------------------
   virtual void random_fill(const TensorDesc& out, Distribution dist, double a, double b, std::uint64_t seed,
                            std::uint64_t offset) = 0;
@@ -142,7 +166,7 @@ class Backend {
 
 // The overrides of every kernel above, declared once for all backends: a backend's class names
 // STEPFORMER_BACKEND_KERNELS (and device(), bytes_in_use()) and defines each kernel in the file of its
-// section (memory, elementwise, reduce, gemm, softmax, norm, embedding, loss, random, optim), the same file
+// section (memory, elementwise, reduce, gemm, softmax, norm, embedding, loss, attention, random, optim), the same file
 // names in backends/cpu, backends/cuda and backends/reference. The documentation is the interface above.
 #define STEPFORMER_BACKEND_KERNELS                                                                                     \
   void* allocate(std::size_t bytes) override;                                                                          \
@@ -172,6 +196,11 @@ class Backend {
   void cross_entropy_backward(const TensorDesc& dlogits, const TensorDesc& logits, const TensorDesc& lse,              \
                               const TensorDesc& targets, const TensorDesc& grad_loss, std::int64_t ignore_index,       \
                               double smoothing) override;                                                              \
+  void attention_forward(const TensorDesc& out, const TensorDesc& lse, const TensorDesc& q, const TensorDesc& k,       \
+                         const TensorDesc& v, const TensorDesc& blocked, const AttentionConfig& cfg) override;         \
+  void attention_backward(const TensorDesc& dq, const TensorDesc& dk, const TensorDesc& dv, const TensorDesc& dout,    \
+                          const TensorDesc& q, const TensorDesc& k, const TensorDesc& v, const TensorDesc& out,        \
+                          const TensorDesc& lse, const TensorDesc& blocked, const AttentionConfig& cfg) override;      \
   void random_fill(const TensorDesc& out, Distribution dist, double a, double b, std::uint64_t seed,                   \
                    std::uint64_t offset) override;                                                                     \
   void adam_update(const TensorDesc& param, const TensorDesc& grad, const TensorDesc& m, const TensorDesc& v,          \

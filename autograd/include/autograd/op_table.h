@@ -36,7 +36,9 @@
   X(layer_norm, "norm", "ga = rstd * (gx - mean(gx) - xhat * mean(gx * xhat)); gx = g * gamma") \
   X(embedding, "embedding", "gweight = scatter_add(ids, g)   (repeated ids accumulate)")        \
   X(dropout, "random", "ga = g * mask / (1 - p)")                                               \
-  X(cross_entropy, "loss", "glogits = g * (softmax(logits) - (1-s) onehot - s/C) / n")
+  X(cross_entropy, "loss", "glogits = g * (softmax(logits) - (1-s) onehot - s/C) / n")          \
+  X(attention, "attention",                                                                     \
+    "w = exp(s - lse); ds = w (drop dout.v - dout.out); gq = scale ds k; gk = scale ds^T q; gv = (w drop)^T dout")
 
 namespace stepformer {
 

@@ -103,6 +103,16 @@ Tensor normal(const Shape& shape, double mean, double std, Generator& gen, Optio
 // the identity when !training or p == 0. The mask depends only on (generator seed, offset, index).
 Tensor dropout(const Tensor& a, double p, bool training, Generator& gen = default_generator());
 
+// --- attention (ops/attention.cpp) -----------------------------------------------------------------
+// softmax(scale Q K^T, blocked keys at -inf) V with dropout on the weights, as chapter 02's composite computes
+// it, but in tiles with an online softmax (FlashAttention, Dao et al. 2022): the [Tq, Tk] weights are never
+// stored, and backward recomputes them. q [B, H, Tq, Dh], k [B, H, Tk, Dh], v [B, H, Tk, Dv] -> [B, H, Tq, Dv];
+// blocked: boolean, broadcastable to [B, H, Tq, Tk], or undefined; causal blocks key j > query i. The dropout
+// mask is the one dropout() would draw for the [B, H, Tq, Tk] weights from the same generator state.
+Tensor flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& blocked, double scale,
+                       bool causal = false, double dropout = 0.0, bool training = false,
+                       Generator& gen = default_generator());
+
 // --- losses (ops/loss.cpp) ---------------------------------------------------------------------------
 enum class Reduction { mean, sum, none };
 // logits [..., C] (classes last; deviation: torch wants [N, C, ...]), targets int64 [...].

@@ -29,6 +29,19 @@ Tensor subsequent_mask(std::int64_t T, Device device = default_device());
 // The decoder's self-attention mask: PAD keys or future positions. tgt ids [B, T] -> bool [B, 1, T, T].
 Tensor decoder_mask(const Tensor& tgt_ids, std::int64_t pad_id);
 
+// While one lives on this thread, MultiHeadAttention computes the [B, H, Tq, Tk] weights (chapter 02's
+// composite) and returns them, for the demos that draw them; otherwise it calls flash_attention (ops.h), which
+// gives the same context without ever storing the weights, and Attention::weights is undefined (PyTorch's
+// need_weights=False, which its TransformerEncoderLayer passes too).
+class KeepAttentionWeights {
+ public:
+  KeepAttentionWeights();
+  ~KeepAttentionWeights();
+  KeepAttentionWeights(const KeepAttentionWeights&) = delete;
+  KeepAttentionWeights& operator=(const KeepAttentionWeights&) = delete;
+};
+bool attention_weights_kept();
+
 // [B, T, D] -> [B, H, T, Dh] and back (a view and a permute; merging copies once, via reshape).
 Tensor split_heads(const Tensor& x, std::int64_t n_heads);
 Tensor merge_heads(const Tensor& x);
@@ -48,6 +61,9 @@ class MultiHeadAttention : public nn::CallableModule<MultiHeadAttention> {
   Tensor key_heads(const Tensor& key);
   Tensor value_heads(const Tensor& value);
   Attention attend(const Tensor& query, const Tensor& k_heads, const Tensor& v_heads, const Tensor& blocked = {});
+  // The attention of the heads q, k, v [B, H, T, Dh], with this module's dropout: flash_attention, or
+  // scaled_dot_product_attention with its weights while KeepAttentionWeights lives.
+  Attention heads_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& blocked = {});
 
   std::int64_t d_model, n_heads, d_head;
   double attn_dropout;

@@ -1,0 +1,53 @@
+#pragma once
+// What the attention kernels of every backend share, written once (host and device under nvcc): which keys a
+// query may see, and the dropout factor of each weight. backend.h documents the kernels.
+#include <cstdint>
+
+#include "autograd/backend.h"
+#include "autograd/random.h"
+
+namespace stepformer {
+
+// The sizes of one attention call, read from contiguous q [B, H, Tq, Dh] and v [B, H, Tk, Dv].
+struct AttentionDims {
+  std::int64_t B, H, Tq, Tk, Dh, Dv;
+};
+inline AttentionDims attention_dims(const TensorDesc& q, const TensorDesc& v) {
+  return {q.shape[0], q.shape[1], q.shape[2], v.shape[2], q.shape[3], v.shape[3]};
+}
+
+// Which keys each query may not see: `causal` (key after query) or the boolean mask, broadcast by strides.
+struct AttentionMask {
+  const bool* data = nullptr;
+  std::int64_t sb = 0, sh = 0, si = 0, sj = 0;  // strides over [B, H, Tq, Tk]; 0 broadcasts
+  bool causal = false;
+
+  STEPFORMER_HD bool blocked(std::int64_t b, std::int64_t h, std::int64_t i, std::int64_t j) const {
+    return (causal && j > i) || (data && data[b * sb + h * sh + i * si + j * sj]);
+  }
+};
+inline AttentionMask attention_mask(const TensorDesc& blocked, bool causal) {
+  AttentionMask m;
+  m.causal = causal;
+  if (blocked.data) {
+    m.data = static_cast<const bool*>(blocked.data);
+    m.sb = blocked.strides[0], m.sh = blocked.strides[1], m.si = blocked.strides[2], m.sj = blocked.strides[3];
+  }
+  return m;
+}
+
+// The factor of weight (b, h, i, j), whose place in [B, H, Tq, Tk] is `index`: 1 without dropout, else 0 or
+// 1 / (1 - p) exactly as random_fill's dropout fill draws it (autograd/random.h), so that backward, which
+// draws it again, and the composite attention, which draws it as a tensor, drop the same weights.
+struct AttentionDropout {
+  double p = 0;
+  std::uint64_t seed = 0, offset = 0;
+
+  STEPFORMER_HD double factor(std::uint64_t index) const {
+    if (p == 0) return 1.0;
+    return uniform01(random_bits(seed, offset, index)) < p ? 0.0 : 1.0 / (1.0 - p);
+  }
+};
+inline AttentionDropout attention_dropout(const AttentionConfig& cfg) { return {cfg.dropout, cfg.seed, cfg.offset}; }
+
+}  // namespace stepformer

@@ -1,0 +1,274 @@
+// FlashAttention as three CUDA kernels, the plainest tiled form: one thread per query (forward, dQ) or per key
+// (dK and dV), one block per tile of them, and the other side's tiles staged through dynamic shared memory so
+// that the block reads each key (or query) from global memory once per tile instead of once per thread.
+//
+// Forward: a block of `tile` queries walks the key tiles; each thread keeps its query's running max m and sum l
+// and rescales its unnormalised output row by exp(m_old - m_new) when the max grows (the online softmax), so
+// the [Tq, Tk] scores exist only a tile row at a time, in registers. Backward recomputes the weights from the
+// saved lse: dK and dV by key tile (each thread owns one key's rows), dQ by query tile (each thread owns one
+// query's), so no two threads write the same element and no atomics are needed. The formulas are the reference
+// backend's (backends/reference/attention.cpp).
+//
+// Shared memory per block: the thread-owned rows are padded to an odd stride (Dh + 1) so that the 32 threads of
+// a warp, reading element d of their own rows, hit 32 different banks; the staged tiles are read by every thread
+// at the same address (a broadcast). `tile` (<= 32 threads) shrinks until a block's shared memory fits 48 KiB,
+// the most a kernel gets without opting in.
+#include <algorithm>
+#include <string>
+
+#include "../attention_math.h"
+#include "cuda_backend.h"
+#include "device_utils.cuh"
+
+namespace stepformer::STEPFORMER_CUDA_NS {
+
+namespace {
+
+constexpr int kMaxTile = 32;
+constexpr std::size_t kSharedBytes = 48 * 1024;
+
+template <class T>
+struct Problem {
+  const T *q, *k, *v;
+  AttentionDims n;
+  AttentionMask mask;
+  AttentionDropout drop;
+  T scale;
+};
+
+template <class T>
+__device__ __forceinline__ T dot(const T* a, const T* b, std::int64_t n) {
+  T s = 0;
+  for (std::int64_t d = 0; d < n; ++d) s += a[d] * b[d];
+  return s;
+}
+
+// Rows [first, first + rows) of a contiguous [*, width] matrix into shared memory, by the whole block.
+template <class T>
+__device__ __forceinline__ void stage(T* dst, const T* src, std::int64_t first, std::int64_t rows, std::int64_t width) {
+  for (std::int64_t e = threadIdx.x; e < rows * width; e += blockDim.x) dst[e] = src[first * width + e];
+}
+
+template <class T>
+__global__ void attention_forward_kernel(T* out, T* lse, Problem<T> p, int tile) {
+  const AttentionDims n = p.n;
+  CUDASIM_DYNAMIC_SHARED(T, shared);
+  const std::int64_t own = n.Dh + 1, own_v = n.Dv + 1;  // padded strides of thread-owned rows
+  T* q_own = shared;                                    // [tile, Dh + 1]: each thread's query
+  T* acc = q_own + tile * own;                          // [tile, Dv + 1]: each thread's unnormalised output
+  T* k_tile = acc + tile * own_v;                       // [tile, Dh]: the keys of this step
+  T* v_tile = k_tile + tile * n.Dh;                     // [tile, Dv]
+  const int r = threadIdx.x;
+  const std::int64_t bh = blockIdx.y, b = bh / n.H, h = bh % n.H;
+  const std::int64_t i0 = static_cast<std::int64_t>(blockIdx.x) * tile, i = i0 + r, row = bh * n.Tq + i;
+  const bool active = i < n.Tq;
+  if (active) {
+    for (std::int64_t d = 0; d < n.Dh; ++d) q_own[r * own + d] = p.q[row * n.Dh + d];
+    for (std::int64_t d = 0; d < n.Dv; ++d) acc[r * own_v + d] = 0;
+  }
+  const T neg_inf = -INFINITY;
+  T m = neg_inf, l = 0;
+  // Causal: no query of this block sees a key at or after i0 + tile. The bound is the block's, so every thread
+  // runs the same steps and meets the same barriers.
+  const std::int64_t key_end = p.mask.causal && i0 + tile < n.Tk ? i0 + tile : n.Tk;
+  for (std::int64_t j0 = 0; j0 < key_end; j0 += tile) {
+    const std::int64_t width = key_end - j0 < tile ? key_end - j0 : tile;
+    __syncthreads();  // every thread is done with the previous tile
+    stage(k_tile, p.k, bh * n.Tk + j0, width, n.Dh);
+    stage(v_tile, p.v, bh * n.Tk + j0, width, n.Dv);
+    __syncthreads();
+    if (!active) continue;
+    T s[kMaxTile];
+    T tile_max = neg_inf;
+    for (int c = 0; c < width; ++c) {
+      s[c] = p.mask.blocked(b, h, i, j0 + c) ? neg_inf : p.scale * dot(q_own + r * own, k_tile + c * n.Dh, n.Dh);
+      tile_max = s[c] > tile_max ? s[c] : tile_max;
+    }
+    if (tile_max == neg_inf) continue;  // every key of the tile blocked: nothing changes
+    const T m_new = m > tile_max ? m : tile_max;
+    const T rescale = exp_(m - m_new);  // 0 on the first tile that counts (m = -inf)
+    l *= rescale;
+    for (std::int64_t d = 0; d < n.Dv; ++d) acc[r * own_v + d] *= rescale;
+    for (int c = 0; c < width; ++c) {
+      const T w = exp_(s[c] - m_new);  // blocked: exp(-inf) = 0
+      l += w;
+      const T wd = w * static_cast<T>(p.drop.factor(static_cast<std::uint64_t>(row * n.Tk + j0 + c)));
+      if (wd != T(0))
+        for (std::int64_t d = 0; d < n.Dv; ++d) acc[r * own_v + d] += wd * v_tile[c * n.Dv + d];
+    }
+    m = m_new;
+  }
+  if (!active) return;
+  const T inv = T(1) / l;  // l == 0 (no key seen): inf, and 0 * inf is NaN, as the composite's softmax
+  for (std::int64_t d = 0; d < n.Dv; ++d) out[row * n.Dv + d] = acc[r * own_v + d] * inv;
+  lse[row] = m + log_(l);
+}
+
+// dK and dV: one thread per key; the queries, their output gradients, lse and D = dout . out staged per tile.
+template <class T>
+__global__ void attention_backward_kv_kernel(T* dk, T* dv, const T* dout, const T* out, const T* lse, Problem<T> p,
+                                             int tile) {
+  const AttentionDims n = p.n;
+  CUDASIM_DYNAMIC_SHARED(T, shared);
+  const std::int64_t own = n.Dh + 1, own_v = n.Dv + 1;
+  T* k_own = shared;                    // [tile, Dh + 1]
+  T* v_own = k_own + tile * own;        // [tile, Dv + 1]
+  T* dk_own = v_own + tile * own_v;     // [tile, Dh + 1]
+  T* dv_own = dk_own + tile * own;      // [tile, Dv + 1]
+  T* q_tile = dv_own + tile * own_v;    // [tile, Dh]
+  T* do_tile = q_tile + tile * n.Dh;    // [tile, Dv]
+  T* lse_tile = do_tile + tile * n.Dv;  // [tile]
+  T* D_tile = lse_tile + tile;          // [tile]
+  const int c = threadIdx.x;
+  const std::int64_t bh = blockIdx.y, b = bh / n.H, h = bh % n.H;
+  const std::int64_t j0 = static_cast<std::int64_t>(blockIdx.x) * tile, j = j0 + c, key = bh * n.Tk + j;
+  const bool active = j < n.Tk;
+  if (active) {
+    for (std::int64_t d = 0; d < n.Dh; ++d) k_own[c * own + d] = p.k[key * n.Dh + d], dk_own[c * own + d] = 0;
+    for (std::int64_t d = 0; d < n.Dv; ++d) v_own[c * own_v + d] = p.v[key * n.Dv + d], dv_own[c * own_v + d] = 0;
+  }
+  const T neg_inf = -INFINITY;
+  for (std::int64_t i0 = p.mask.causal ? j0 : 0; i0 < n.Tq; i0 += tile) {  // causal: earlier queries never see j
+    const std::int64_t width = n.Tq - i0 < tile ? n.Tq - i0 : tile;
+    __syncthreads();
+    stage(q_tile, p.q, bh * n.Tq + i0, width, n.Dh);
+    stage(do_tile, dout, bh * n.Tq + i0, width, n.Dv);
+    if (c < width) {
+      const std::int64_t row = bh * n.Tq + i0 + c;
+      lse_tile[c] = lse[row];
+      D_tile[c] = dot(dout + row * n.Dv, out + row * n.Dv, n.Dv);
+    }
+    __syncthreads();
+    if (!active) continue;
+    for (int r = 0; r < width; ++r) {
+      const std::int64_t i = i0 + r;
+      if (lse_tile[r] == neg_inf || p.mask.blocked(b, h, i, j)) continue;
+      const T w = exp_(p.scale * dot(q_tile + r * n.Dh, k_own + c * own, n.Dh) - lse_tile[r]);
+      const T f = static_cast<T>(p.drop.factor(static_cast<std::uint64_t>((bh * n.Tq + i) * n.Tk + j)));
+      const T dw = f == T(0) ? T(0) : f * dot(do_tile + r * n.Dv, v_own + c * own_v, n.Dv);
+      const T ds = w * (dw - D_tile[r]);
+      for (std::int64_t d = 0; d < n.Dv; ++d) dv_own[c * own_v + d] += w * f * do_tile[r * n.Dv + d];
+      for (std::int64_t d = 0; d < n.Dh; ++d) dk_own[c * own + d] += p.scale * ds * q_tile[r * n.Dh + d];
+    }
+  }
+  if (!active) return;
+  for (std::int64_t d = 0; d < n.Dh; ++d) dk[key * n.Dh + d] = dk_own[c * own + d];
+  for (std::int64_t d = 0; d < n.Dv; ++d) dv[key * n.Dv + d] = dv_own[c * own_v + d];
+}
+
+// dQ: one thread per query; the keys and values staged per tile, as in the forward.
+template <class T>
+__global__ void attention_backward_q_kernel(T* dq, const T* dout, const T* out, const T* lse, Problem<T> p, int tile) {
+  const AttentionDims n = p.n;
+  CUDASIM_DYNAMIC_SHARED(T, shared);
+  const std::int64_t own = n.Dh + 1, own_v = n.Dv + 1;
+  T* q_own = shared;                // [tile, Dh + 1]
+  T* dq_own = q_own + tile * own;   // [tile, Dh + 1]
+  T* do_own = dq_own + tile * own;  // [tile, Dv + 1]
+  T* k_tile = do_own + tile * own_v;
+  T* v_tile = k_tile + tile * n.Dh;
+  const int r = threadIdx.x;
+  const std::int64_t bh = blockIdx.y, b = bh / n.H, h = bh % n.H;
+  const std::int64_t i0 = static_cast<std::int64_t>(blockIdx.x) * tile, i = i0 + r, row = bh * n.Tq + i;
+  const bool active = i < n.Tq;
+  const T neg_inf = -INFINITY;
+  T L = neg_inf, D = 0;
+  if (active) {
+    for (std::int64_t d = 0; d < n.Dh; ++d) q_own[r * own + d] = p.q[row * n.Dh + d], dq_own[r * own + d] = 0;
+    for (std::int64_t d = 0; d < n.Dv; ++d) do_own[r * own_v + d] = dout[row * n.Dv + d];
+    L = lse[row];
+    D = dot(dout + row * n.Dv, out + row * n.Dv, n.Dv);
+  }
+  const std::int64_t key_end = p.mask.causal && i0 + tile < n.Tk ? i0 + tile : n.Tk;
+  for (std::int64_t j0 = 0; j0 < key_end; j0 += tile) {
+    const std::int64_t width = key_end - j0 < tile ? key_end - j0 : tile;
+    __syncthreads();
+    stage(k_tile, p.k, bh * n.Tk + j0, width, n.Dh);
+    stage(v_tile, p.v, bh * n.Tk + j0, width, n.Dv);
+    __syncthreads();
+    if (!active || L == neg_inf) continue;
+    for (int c = 0; c < width; ++c) {
+      const std::int64_t j = j0 + c;
+      if (p.mask.blocked(b, h, i, j)) continue;
+      const T w = exp_(p.scale * dot(q_own + r * own, k_tile + c * n.Dh, n.Dh) - L);
+      const T f = static_cast<T>(p.drop.factor(static_cast<std::uint64_t>(row * n.Tk + j)));
+      const T dw = f == T(0) ? T(0) : f * dot(do_own + r * own_v, v_tile + c * n.Dv, n.Dv);
+      const T ds = w * (dw - D);
+      for (std::int64_t d = 0; d < n.Dh; ++d) dq_own[r * own + d] += p.scale * ds * k_tile[c * n.Dh + d];
+    }
+  }
+  if (!active) return;
+  for (std::int64_t d = 0; d < n.Dh; ++d) dq[row * n.Dh + d] = dq_own[r * own + d];
+}
+
+template <class T>
+Problem<T> problem(const TensorDesc& q, const TensorDesc& k, const TensorDesc& v, const TensorDesc& blocked,
+                   const AttentionConfig& cfg) {
+  return {static_cast<const T*>(q.data), static_cast<const T*>(k.data),       static_cast<const T*>(v.data),
+          attention_dims(q, v),          attention_mask(blocked, cfg.causal), attention_dropout(cfg),
+          static_cast<T>(cfg.scale)};
+}
+
+// The largest tile (threads per block, a power of two up to 32) whose shared memory fits, given the elements
+// one row of the tile needs and the elements per block besides.
+struct Launch {
+  int tile;
+  std::size_t bytes;
+};
+Launch fit(const char* kernel, std::size_t element, std::int64_t per_row, std::int64_t per_block = 0) {
+  for (int tile = kMaxTile; tile >= 1; tile /= 2) {
+    const std::size_t bytes = element * static_cast<std::size_t>(tile * per_row + per_block);
+    if (bytes <= kSharedBytes) return {tile, bytes};
+  }
+  throw ValueError(std::string("cuda ") + kernel + ": a head of " + std::to_string(per_row) +
+                   " elements per row does not fit in 48 KiB of shared memory");
+}
+
+dim3 grid(std::int64_t rows, int tile, const AttentionDims& n) {
+  return dim3(static_cast<unsigned>((rows + tile - 1) / tile), static_cast<unsigned>(n.B * n.H));
+}
+
+}  // namespace
+
+void CudaBackend::attention_forward(const TensorDesc& out, const TensorDesc& lse, const TensorDesc& q,
+                                    const TensorDesc& k, const TensorDesc& v, const TensorDesc& blocked,
+                                    const AttentionConfig& cfg) {
+  dispatch_floating(q.dtype, "attention_forward", [&](auto z) {
+    using T = decltype(z);
+    const Problem<T> p = problem<T>(q, k, v, blocked, cfg);
+    if (p.n.Tq == 0 || p.n.B * p.n.H == 0) return;
+    const Launch l = fit("attention_forward", sizeof(T), 2 * (p.n.Dh + 1 + p.n.Dv + 1));
+    next_launch_flops(static_cast<std::uint64_t>(2 * p.n.B * p.n.H * p.n.Tq * p.n.Tk * (p.n.Dh + p.n.Dv)));
+    launch(attention_forward_kernel<T>, grid(p.n.Tq, l.tile, p.n), dim3(static_cast<unsigned>(l.tile)), l.bytes,
+           static_cast<T*>(out.data), static_cast<T*>(lse.data), p, l.tile);
+  });
+}
+
+void CudaBackend::attention_backward(const TensorDesc& dq, const TensorDesc& dk, const TensorDesc& dv,
+                                     const TensorDesc& dout, const TensorDesc& q, const TensorDesc& k,
+                                     const TensorDesc& v, const TensorDesc& out, const TensorDesc& lse,
+                                     const TensorDesc& blocked, const AttentionConfig& cfg) {
+  dispatch_floating(q.dtype, "attention_backward", [&](auto z) {
+    using T = decltype(z);
+    const Problem<T> p = problem<T>(q, k, v, blocked, cfg);
+    const AttentionDims& n = p.n;
+    if (n.B * n.H == 0) return;
+    const T* g = static_cast<const T*>(dout.data);
+    const T* o = static_cast<const T*>(out.data);
+    const T* l = static_cast<const T*>(lse.data);
+    if (n.Tk > 0) {
+      const Launch kv = fit("attention_backward", sizeof(T), 3 * (n.Dh + n.Dv) + 4 + 2);
+      next_launch_flops(static_cast<std::uint64_t>(4 * n.B * n.H * n.Tq * n.Tk * (n.Dh + n.Dv)));
+      launch(attention_backward_kv_kernel<T>, grid(n.Tk, kv.tile, n), dim3(static_cast<unsigned>(kv.tile)), kv.bytes,
+             static_cast<T*>(dk.data), static_cast<T*>(dv.data), g, o, l, p, kv.tile);
+    }
+    if (n.Tq > 0) {
+      const Launch qt = fit("attention_backward", sizeof(T), 3 * n.Dh + 2 * n.Dv + 3);
+      next_launch_flops(static_cast<std::uint64_t>(2 * n.B * n.H * n.Tq * n.Tk * (2 * n.Dh + n.Dv)));
+      launch(attention_backward_q_kernel<T>, grid(n.Tq, qt.tile, n), dim3(static_cast<unsigned>(qt.tile)), qt.bytes,
+             static_cast<T*>(dq.data), g, o, l, p, qt.tile);
+    }
+  });
+}
+
+}  // namespace stepformer::STEPFORMER_CUDA_NS

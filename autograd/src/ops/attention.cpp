@@ -1,0 +1,59 @@
+// flash_attention: the op around the attention kernels (backend.h): checks, contiguous operands, the dropout
+// mask's place in the generator, and a backward that hands the saved output and logsumexp back to the kernel.
+// What it saves is O(B H Tq (Dv + 1)); the composite of chapter 02 saves the [B, H, Tq, Tk] weights.
+#include "common.h"
+
+namespace stepformer {
+
+Tensor flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& blocked, double scale,
+                       bool causal, double dropout_p, bool training, Generator& gen) {
+  constexpr const char* name = "flash_attention";
+  detail::check_operands(name, {&q, &k, &v});
+  detail::check_full_precision(name, q);
+  if (q.dim() != 4 || k.dim() != 4 || v.dim() != 4 || k.size(0) != q.size(0) || v.size(0) != q.size(0) ||
+      k.size(1) != q.size(1) || v.size(1) != q.size(1) || k.size(3) != q.size(3) || v.size(2) != k.size(2))
+    throw ShapeError(fmt::format("{}: q {}, k {}, v {} do not fit [B, H, Tq, Dh], [B, H, Tk, Dh], [B, H, Tk, Dv]", name,
+                                 to_string(q.shape()), to_string(k.shape()), to_string(v.shape())));
+  if (!(dropout_p >= 0 && dropout_p <= 1))
+    throw ValueError(fmt::format("{}: dropout must be in [0, 1], got {}", name, dropout_p));
+  const Shape scores{q.size(0), q.size(1), q.size(2), k.size(2)};
+  TensorDesc mask;  // data == nullptr: no mask
+  if (blocked.defined()) {
+    detail::check_operands(name, {&q, &blocked}, false);
+    detail::check_dtype(name, blocked, DType::boolean, "the mask");
+    bool fits = blocked.dim() <= 4;
+    for (std::int64_t d = 1; fits && d <= blocked.dim(); ++d)
+      fits = blocked.size(-d) == 1 || blocked.size(-d) == scores[static_cast<std::size_t>(4 - d)];
+    if (!fits)
+      throw ShapeError(fmt::format("{}: the mask {} does not broadcast to the scores {}", name,
+                                   to_string(blocked.shape()), to_string(scores)));
+    mask = detail::broadcast_desc(blocked, scores);
+  }
+  AttentionConfig cfg;
+  cfg.scale = scale;
+  cfg.causal = causal;
+  if (training && dropout_p > 0) {  // the counters dropout() would take for a [B, H, Tq, Tk] mask
+    cfg.dropout = dropout_p;
+    cfg.seed = gen.seed();
+    cfg.offset = gen.take(static_cast<std::uint64_t>(q.size(0) * q.size(1) * q.size(2) * k.size(2)));
+  }
+  const Tensor qc = contiguous(q).detach(), kc = contiguous(k).detach(), vc = contiguous(v).detach();
+  Tensor out = detail::empty_as(qc, {q.size(0), q.size(1), q.size(2), v.size(3)});
+  Tensor lse = detail::empty_as(qc, {q.size(0), q.size(1), q.size(2)});
+  qc.backend().attention_forward(out.desc(), lse.desc(), qc.desc(), kc.desc(), vc.desc(), mask, cfg);
+  const Tensor o = out.detach();
+  const Tensor keep_mask = blocked;  // the backward reads the mask's memory through `mask`
+  record(Op::attention, out, {q, k, v},
+         [qc, kc, vc, o, lse, keep_mask, mask, cfg](const Tensor& g) -> Gradients {
+           const Tensor gc = contiguous(g);
+           Tensor dq = detail::empty_as(qc, qc.shape()), dk = detail::empty_as(kc, kc.shape()),
+                  dv = detail::empty_as(vc, vc.shape());
+           qc.backend().attention_backward(dq.desc(), dk.desc(), dv.desc(), gc.desc(), qc.desc(), kc.desc(), vc.desc(),
+                                           o.desc(), lse.desc(), mask, cfg);
+           return {dq, dk, dv};
+         },
+         {qc, kc, vc, o});
+  return out;
+}
+
+}  // namespace stepformer

@@ -1,0 +1,77 @@
+// Attention alone at growing lengths: chapter 02's composite (softmax(Q K^T / sqrt(d)) V from ops, the [T, T]
+// scores and weights kept for backward) against flash_attention (ops.h: tiles, an online softmax, nothing of
+// size T x T kept), causal, d_model 512 in 8 heads, batch 1 (the shape). For each length: forward +
+// backward time (the best of several runs, the two in turn) and the bytes each holds between forward and
+// backward (the device's live allocations with the graph alive: what grows with T).
+//
+//   build/bench/bin/attention_bench [--device cpu|cuda|cuda-sim|reference] [--threads N] [--max-len T]
+#include <fmt/format.h>
+#include <omp.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+
+#include "autograd/autograd.h"
+#include "timing.h"
+
+using namespace stepformer;
+
+namespace {
+
+Tensor composite(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& future, double scale) {
+  const Tensor s =
+      masked_fill(matmul(q, transpose(k, -2, -1)) * scale, future, -std::numeric_limits<double>::infinity());
+  return matmul(softmax(s, -1), v);
+}
+
+// Waits for the device: a one-element copy to the host (the CUDA runtime's copies are synchronous).
+void sync(const Tensor& t) { (void)narrow(view(t, {-1}), 0, 0, 1).item(); }
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string device = "cpu";
+  std::int64_t max_len = 4096;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (!std::strcmp(argv[i], "--device"))
+      device = argv[i + 1];
+    else if (!std::strcmp(argv[i], "--threads"))
+      omp_set_num_threads(std::atoi(argv[i + 1]));
+    else if (!std::strcmp(argv[i], "--max-len"))
+      max_len = std::atoll(argv[i + 1]);
+  }
+  const Device dev = parse_device(device);
+  const std::int64_t B = 1, H = 8, Dh = 64;
+  const double scale = 1.0 / std::sqrt(static_cast<double>(Dh));
+  Backend& backend = backend_for(dev);
+  fmt::print("attention, causal, batch {}, {} heads of {} (d_model {}), float32, on {} ({} CPU threads)\n", B, H, Dh,
+             H * Dh, device, omp_get_max_threads());
+  fmt::print("{:>6} {:>14} {:>14} {:>8} {:>16} {:>16} {:>8}\n", "T", "composite ms", "flash ms", "speedup",
+             "composite held", "flash held", "ratio");
+  for (std::int64_t T = 128; T <= max_len; T *= 2) {
+    Generator gen(1);
+    const Options o{DType::float32, dev, true};
+    Tensor q = uniform({B, H, T, Dh}, -1, 1, gen, o), k = uniform({B, H, T, Dh}, -1, 1, gen, o),
+           v = uniform({B, H, T, Dh}, -1, 1, gen, o);
+    const Tensor g = uniform({B, H, T, Dh}, -1, 1, gen, {DType::float32, dev});
+    const Tensor j = view(arange(T, {DType::int64, dev}), {1, T}), i = view(arange(T, {DType::int64, dev}), {T, 1});
+    const Tensor future = view(gt(j, i), {1, 1, T, T});
+    std::size_t held[2] = {};
+    auto run = [&](int which) {
+      const std::size_t before = backend.bytes_in_use();
+      const Tensor out = which == 0 ? composite(q, k, v, future, scale) : flash_attention(q, k, v, {}, scale, true);
+      held[which] = backend.bytes_in_use() - before;
+      out.backward(g);
+      sync(q.grad());
+      for (Tensor* t : {&q, &k, &v}) t->zero_grad();
+    };
+    const auto best = bench::best_of_rotation(
+        2, T >= 2048 ? 4.0 : 1.0, [&] { run(0); }, [&] { run(1); });
+    fmt::print("{:>6} {:>14.2f} {:>14.2f} {:>7.2f}x {:>13.1f} MB {:>13.1f} MB {:>7.1f}x\n", T, 1e3 * best[0],
+               1e3 * best[1], best[0] / best[1], held[0] / 1e6, held[1] / 1e6,
+               static_cast<double>(held[0]) / static_cast<double>(held[1]));
+    std::fflush(stdout);
+  }
+}

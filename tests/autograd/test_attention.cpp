@@ -1,0 +1,144 @@
+// flash_attention against the composite softmax(Q K^T scale, blocked at -inf) -> dropout -> @ V that chapter 02
+// builds from ops: outputs and every gradient, for each mask, lengths on both sides of a tile (64 queries on
+// the CPU, up to 32 threads on CUDA), Tq != Tk, Dh != Dv, and dropout drawn from the same generator state.
+// On the default device, so CTest runs it on cuda-sim and on a GPU too ([values]).
+#include <limits>
+
+#include "../helpers.h"
+
+using namespace stepformer;
+using stepformer::test::close;
+
+namespace {
+
+Tensor input(const Shape& shape, std::uint64_t seed, DType dtype) {
+  Generator gen(seed);
+  return uniform(shape, -1.0, 1.0, gen, {dtype, default_device(), true});
+}
+
+Tensor bools(const std::vector<double>& v, const Shape& shape) {
+  return from_vector(v, shape, {DType::boolean, default_device(), false});
+}
+
+// Key j after query i, [1, 1, Tq, Tk].
+Tensor after(std::int64_t Tq, std::int64_t Tk) {
+  const Tensor j = view(arange(Tk, {DType::int64, default_device()}), {1, Tk});
+  const Tensor i = view(arange(Tq, {DType::int64, default_device()}), {Tq, 1});
+  return view(gt(j, i), {1, 1, Tq, Tk});
+}
+
+Tensor composite(const Tensor& q, const Tensor& k, const Tensor& v, Tensor blocked, double scale, bool causal, double p,
+                 Generator& gen) {
+  Tensor s = matmul(q, transpose(k, -2, -1)) * scale;
+  if (causal)
+    blocked = blocked.defined() ? logical_or(blocked, after(q.size(2), k.size(2))) : after(q.size(2), k.size(2));
+  if (blocked.defined()) s = masked_fill(s, blocked, -std::numeric_limits<double>::infinity());
+  return matmul(dropout(softmax(s, -1), p, p > 0, gen), v);
+}
+
+struct Case {
+  const char* what;
+  std::int64_t B, H, Tq, Tk, Dh, Dv;
+  bool pad = false, causal = false, subsequent = false;
+  double p = 0;
+};
+
+}  // namespace
+
+TEST_CASE("flash_attention equals the composite attention, forward and every gradient, for every mask",
+          "[attention][values]") {
+  const Case cases[] = {
+      {"no mask, one query", 1, 1, 1, 5, 4, 4},
+      {"no mask, Tq 67 != Tk 33, Dh 8 != Dv 5 (partial tiles)", 2, 2, 67, 33, 8, 5},
+      {"pad mask [B, 1, 1, Tk]", 2, 3, 9, 70, 4, 6, true},
+      {"causal flag, T 70", 1, 2, 70, 70, 8, 8, false, true},
+      {"causal flag and pad mask", 2, 1, 40, 40, 4, 4, true, true},
+      {"subsequent mask as a tensor [1, 1, T, T]", 1, 2, 37, 37, 4, 4, false, false, true},
+      {"causal with dropout 0.25 (the mask dropout() draws)", 2, 2, 35, 35, 4, 3, false, true, false, 0.25},
+      {"pad mask with dropout 0.5", 1, 2, 6, 66, 4, 4, true, false, false, 0.5},
+  };
+  for (const DType dt : {DType::float64, DType::float32})
+    for (const Case& c : cases) {
+      DYNAMIC_SECTION(dtype_name(dt) << ": " << c.what) {
+        const Tensor q = input({c.B, c.H, c.Tq, c.Dh}, 1, dt), k = input({c.B, c.H, c.Tk, c.Dh}, 2, dt),
+                     v = input({c.B, c.H, c.Tk, c.Dv}, 3, dt), g = input({c.B, c.H, c.Tq, c.Dv}, 4, dt).detach();
+        Tensor blocked;
+        if (c.pad) {  // the last third of each batch's keys are PAD, a different number per batch
+          std::vector<double> pads;
+          for (std::int64_t b = 0; b < c.B; ++b)
+            for (std::int64_t j = 0; j < c.Tk; ++j) pads.push_back(j >= c.Tk - (c.Tk / 3 + b) ? 1 : 0);
+          blocked = bools(pads, {c.B, 1, 1, c.Tk});
+        }
+        if (c.subsequent) blocked = after(c.Tq, c.Tk);
+        const double scale = 1.0 / std::sqrt(static_cast<double>(c.Dh));
+        Generator gen_a(11), gen_b(11);
+        const std::vector<Tensor> a = {q, k, v}, b = {q.detach().set_requires_grad(), k.detach().set_requires_grad(),
+                                                      v.detach().set_requires_grad()};
+        const Tensor want = composite(a[0], a[1], a[2], blocked, scale, c.causal, c.p, gen_a);
+        const Tensor got = flash_attention(b[0], b[1], b[2], blocked, scale, c.causal, c.p, c.p > 0, gen_b);
+        CHECK(gen_a.offset() == gen_b.offset());  // the draws that follow stay the same too
+        const double tol = dt == DType::float64 ? 1e-12 : 1e-5;
+        CHECK(close(got, want, tol, tol));
+        want.backward(g);
+        got.backward(g);
+        for (std::size_t i = 0; i < 3; ++i) {
+          INFO("the gradient of "
+               << "qkv"[i]);
+          CHECK(close(b[i].grad(), a[i].grad(), tol, tol));
+        }
+      }
+    }
+}
+
+TEST_CASE("flash_attention: a query that may see no key gets NaN, as the composite's softmax of -infs",
+          "[attention][values]") {
+  const Tensor q = input({1, 1, 2, 4}, 1, DType::float64), k = input({1, 1, 3, 4}, 2, DType::float64),
+               v = input({1, 1, 3, 4}, 3, DType::float64);
+  const Tensor blocked = bools({1, 1, 1, 0, 1, 0}, {1, 1, 2, 3});  // query 0 sees nothing, query 1 keys 0 and 2
+  Generator gen(1);
+  const Tensor want = composite(q, k, v, blocked, 0.5, false, 0, gen);
+  const Tensor got = flash_attention(q, k, v, blocked, 0.5);
+  const auto w = want.to_vector<double>(), o = got.to_vector<double>();
+  for (int d = 0; d < 4; ++d) {
+    CHECK(std::isnan(w[static_cast<std::size_t>(d)]));
+    CHECK(std::isnan(o[static_cast<std::size_t>(d)]));
+    CHECK(o[static_cast<std::size_t>(4 + d)] == Catch::Approx(w[static_cast<std::size_t>(4 + d)]).epsilon(1e-12));
+  }
+}
+
+TEST_CASE("flash_attention keeps O(T) for backward; the composite keeps the [T, T] weights", "[attention][values]") {
+  const std::int64_t B = 1, H = 2, T = 256, D = 16;
+  const Tensor q = input({B, H, T, D}, 1, DType::float32), k = input({B, H, T, D}, 2, DType::float32),
+               v = input({B, H, T, D}, 3, DType::float32);
+  Backend& backend = backend_for(default_device());
+  const std::size_t before = backend.bytes_in_use();
+  Tensor out = flash_attention(q, k, v, {}, 0.25, true);
+  const std::size_t flash = backend.bytes_in_use() - before;
+  out = Tensor();
+  const std::size_t after_flash = backend.bytes_in_use();
+  Generator gen(1);
+  out = composite(q, k, v, {}, 0.25, true, 0, gen);
+  const std::size_t composite_bytes = backend.bytes_in_use() - after_flash;
+  const std::size_t square = sizeof(float) * B * H * T * T;        // one [B, H, T, T] float tensor
+  const std::size_t linear = sizeof(float) * B * H * T * (D + 1);  // the output and the logsumexp
+  INFO("held after forward: flash " << flash << " bytes, composite " << composite_bytes << " bytes; [T, T] is "
+                                    << square << " bytes, out + lse " << linear);
+  CHECK(flash == linear);
+  CHECK(composite_bytes >= 2 * square);  // at least the scores and the weights
+}
+
+TEST_CASE("flash_attention refuses bad operands by name", "[attention][values]") {
+  const Tensor q = input({1, 2, 3, 4}, 1, DType::float32), k = input({1, 2, 5, 4}, 2, DType::float32),
+               v = input({1, 2, 5, 6}, 3, DType::float32);
+  CHECK_THROWS_WITH(
+      flash_attention(q, input({1, 2, 5, 3}, 2, DType::float32), v, {}, 1.0),
+      Catch::Matchers::ContainsSubstring("flash_attention") && Catch::Matchers::ContainsSubstring("[1, 2, 5, 3]"));
+  CHECK_THROWS_AS(flash_attention(q, k, input({1, 2, 4, 6}, 3, DType::float32), {}, 1.0), ShapeError);
+  CHECK_THROWS_AS(flash_attention(view(q, {2, 3, 4}), k, v, {}, 1.0), ShapeError);
+  CHECK_THROWS_WITH(flash_attention(q, k, v, bools({0, 1, 0}, {1, 1, 1, 3}), 1.0),
+                    Catch::Matchers::ContainsSubstring("mask [1, 1, 1, 3]"));
+  CHECK_THROWS_AS(flash_attention(q, k, v, zeros({1, 1, 1, 5}, {DType::float32, default_device()}), 1.0), DTypeError);
+  CHECK_THROWS_AS(flash_attention(q, k, v, {}, 1.0, false, 1.5, true), ValueError);
+  CHECK_THROWS_AS(flash_attention(q.to(DType::bfloat16), k.to(DType::bfloat16), v.to(DType::bfloat16), {}, 1.0),
+                  DTypeError);
+}
