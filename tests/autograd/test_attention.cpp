@@ -1,6 +1,6 @@
 // flash_attention against the composite softmax(Q K^T scale, blocked at -inf) -> dropout -> @ V that chapter 02
-// builds from ops: outputs and every gradient, for each mask, lengths on both sides of a tile (64 queries on
-// the CPU, up to 32 threads on CUDA), Tq != Tk, Dh != Dv, and dropout drawn from the same generator state.
+// builds from ops: outputs and every gradient, for each mask, lengths on both sides of a tile (128 queries and
+// keys on the CPU, up to 32 threads on CUDA), Tq != Tk, Dh != Dv, and dropout drawn from the same generator state.
 // On the default device, so CTest runs it on cuda-sim and on a GPU too ([values]).
 #include <limits>
 
@@ -41,6 +41,7 @@ struct Case {
   std::int64_t B, H, Tq, Tk, Dh, Dv;
   bool pad = false, causal = false, subsequent = false;
   double p = 0;
+  bool rising = false;  // later keys score higher: the running max grows at every tile
 };
 
 }  // namespace
@@ -49,19 +50,27 @@ TEST_CASE("flash_attention equals the composite attention, forward and every gra
           "[attention][values]") {
   const Case cases[] = {
       {"no mask, one query", 1, 1, 1, 5, 4, 4},
-      {"no mask, Tq 67 != Tk 33, Dh 8 != Dv 5 (partial tiles)", 2, 2, 67, 33, 8, 5},
-      {"pad mask [B, 1, 1, Tk]", 2, 3, 9, 70, 4, 6, true},
-      {"causal flag, T 70", 1, 2, 70, 70, 8, 8, false, true},
+      {"no mask, Tq 133 != Tk 33, Dh 8 != Dv 5 (partial tiles)", 2, 1, 133, 33, 8, 5},
+      {"pad mask [B, 1, 1, Tk]", 2, 3, 9, 140, 4, 6, true},
+      {"causal flag, T 135", 1, 2, 135, 135, 8, 8, false, true},
       {"causal flag and pad mask", 2, 1, 40, 40, 4, 4, true, true},
       {"subsequent mask as a tensor [1, 1, T, T]", 1, 2, 37, 37, 4, 4, false, false, true},
       {"causal with dropout 0.25 (the mask dropout() draws)", 2, 2, 35, 35, 4, 3, false, true, false, 0.25},
-      {"pad mask with dropout 0.5", 1, 2, 6, 66, 4, 4, true, false, false, 0.5},
+      {"pad mask with dropout 0.5", 1, 2, 6, 130, 4, 4, true, false, false, 0.5},
+      {"causal with dropout 0.1 and a pad mask, T 131", 1, 1, 131, 131, 4, 4, true, true, false, 0.1},
+      {"scores rising along 300 keys (the max grows at every tile)", 1, 2, 3, 300, 4, 4, false, false, false, 0, true},
+      {"causal, scores rising, T 260", 1, 1, 260, 260, 4, 4, false, true, false, 0, true},
   };
   for (const DType dt : {DType::float64, DType::float32})
     for (const Case& c : cases) {
       DYNAMIC_SECTION(dtype_name(dt) << ": " << c.what) {
-        const Tensor q = input({c.B, c.H, c.Tq, c.Dh}, 1, dt), k = input({c.B, c.H, c.Tk, c.Dh}, 2, dt),
-                     v = input({c.B, c.H, c.Tk, c.Dv}, 3, dt), g = input({c.B, c.H, c.Tq, c.Dv}, 4, dt).detach();
+        Tensor q = input({c.B, c.H, c.Tq, c.Dh}, 1, dt), k = input({c.B, c.H, c.Tk, c.Dh}, 2, dt);
+        const Tensor v = input({c.B, c.H, c.Tk, c.Dv}, 3, dt), g = input({c.B, c.H, c.Tq, c.Dv}, 4, dt).detach();
+        if (c.rising) {  // q > 0 and k growing with j: score (i, j) grows with j
+          const Tensor ramp = view(arange(c.Tk, {dt, default_device()}), {1, 1, c.Tk, 1}) * (6.0 / c.Tk);
+          q = (q.detach() + 1.5).set_requires_grad();
+          k = (k.detach() + ramp).set_requires_grad();
+        }
         Tensor blocked;
         if (c.pad) {  // the last third of each batch's keys are PAD, a different number per batch
           std::vector<double> pads;

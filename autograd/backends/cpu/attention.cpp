@@ -1,12 +1,15 @@
-// FlashAttention on the CPU: the scores of one block of queries against one tile of keys at a time, an online
-// softmax (a running max m and sum l per query, the partial output rescaled by exp(m_old - m_new) whenever the
-// max grows), never the [Tq, Tk] matrix. A key tile (kTile rows of K and of V) stays in L1/L2 while every query
-// of the block reads it. Threads take (head, query block) pairs; under a causal mask the key tiles after a
-// block's last query are skipped, so the blocks differ in cost and are handed out dynamically.
+// FlashAttention on the CPU: the scores of one block of 64 queries against one tile of 64 keys at a time, an
+// online softmax (a running max m and sum l per query, the partial output rescaled by exp(m_old - m_new)
+// whenever the max grows), never the [Tq, Tk] matrix. The two products of a tile, scores = q k^T and
+// out += weights v, are small GEMMs on the CPU backend's micro-kernels (gemm.h, one thread each); the softmax
+// between them is a vectorised pass over the [64, 64] tile, which stays in L1. Threads take (head, query block)
+// pairs; under a causal mask the key tiles after a block's last query are skipped, so the blocks differ in cost
+// and are handed out dynamically.
 //
-// Backward recomputes the weights from the saved lse, in two passes that each own what they write (no atomics,
-// the same result for any thread count): dK and dV by key tile, looping over the queries; dQ by query block,
-// looping over the keys. The formulas are the reference backend's (backends/reference/attention.cpp).
+// Backward recomputes the weights from the saved lse, tile by tile, and turns each tile into its three gradient
+// GEMMs (dV, dK, dQ). A thread owns a whole head (batch x heads of them share the threads), so dQ, which every
+// key tile adds to, needs neither atomics nor a second pass, and the result is the same for any thread count.
+// The formulas are the reference backend's (backends/reference/attention.cpp).
 #include <omp.h>
 
 #include <algorithm>
@@ -16,6 +19,7 @@
 
 #include "../attention_math.h"
 #include "cpu_backend.h"
+#include "gemm.h"
 #include "strided.h"
 #include "vmath.h"
 
@@ -23,7 +27,7 @@ namespace stepformer::cpu {
 
 namespace {
 
-constexpr std::int64_t kTile = 64;  // queries per block and keys per tile
+constexpr std::int64_t kTile = 128;  // queries per block and keys per tile
 
 template <class T>
 struct Problem {
@@ -42,123 +46,137 @@ Problem<T> problem(const TensorDesc& q, const TensorDesc& k, const TensorDesc& v
           static_cast<T>(cfg.scale)};
 }
 
-template <class T>
-[[gnu::always_inline]] inline T dot(const T* a, const T* b, std::int64_t n) {
-  T s = 0;
-#pragma omp simd reduction(+ : s)
-  for (std::int64_t d = 0; d < n; ++d) s += a[d] * b[d];
-  return s;
-}
-
-template <class T>
-[[gnu::always_inline]] inline void axpy(T* y, T a, const T* x, std::int64_t n) {
-#pragma omp simd
-  for (std::int64_t d = 0; d < n; ++d) y[d] += a * x[d];
-}
-
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 
-// Queries [i0, i1) of head bh against every key tile: out and lse of those rows. acc holds the block's
-// unnormalised outputs, m and l its running max and sum.
+// A thread's tiles: [kTile, kTile] scores/weights, their gradients and the dropped weights; a block's outputs.
+template <class T>
+struct Scratch {
+  explicit Scratch(std::int64_t Dv)
+      : s(kTile * kTile), ds(kTile * kTile), wf(kTile * kTile), acc(static_cast<std::size_t>(kTile * Dv)) {}
+  std::vector<T> s, ds, wf, acc;
+};
+
+// s = scale * q[i0, i1) k[j0, j1)^T, [rows, cols] with row stride kTile, blocked pairs -inf.
+template <class T>
+void scores(const Problem<T>& p, T* s, std::int64_t bh, std::int64_t i0, std::int64_t i1, std::int64_t j0,
+            std::int64_t j1) {
+  const AttentionDims& n = p.n;
+  const std::int64_t rows = i1 - i0, cols = j1 - j0;
+  gemm<T>(rows, cols, n.Dh, p.scale, {p.q + (bh * n.Tq + i0) * n.Dh, n.Dh, 1}, {p.k + (bh * n.Tk + j0) * n.Dh, 1, n.Dh},
+          T(0), {s, kTile, 1}, 1);
+  if (!p.mask.data && !(p.mask.causal && j1 - 1 > i0)) return;  // no pair of the tile blocked
+  const std::int64_t b = bh / n.H, h = bh % n.H;
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t c = 0; c < cols; ++c)
+      if (p.mask.blocked(b, h, i0 + r, j0 + c)) s[r * kTile + c] = static_cast<T>(kNegInf);
+}
+
+// Queries [i0, i1) of head bh against every key tile: out and lse of those rows. s holds a tile's scores, then
+// its weights; acc the block's unnormalised outputs; m and l each query's running max and sum.
 template <class T>
 [[gnu::always_inline]] inline void forward_block(const Problem<T>& p, T* out, T* lse, std::int64_t bh, std::int64_t i0,
-                                                 std::int64_t i1, std::vector<T>& acc) {
+                                                 std::int64_t i1, Scratch<T>& w) {
   const AttentionDims& n = p.n;
-  const std::int64_t b = bh / n.H, h = bh % n.H;
-  const T* k = p.k + bh * n.Tk * n.Dh;
-  const T* v = p.v + bh * n.Tk * n.Dv;
-  acc.assign(static_cast<std::size_t>((i1 - i0) * n.Dv), T(0));
-  T m[kTile], l[kTile], s[kTile];
+  const std::int64_t rows = i1 - i0;
+  T* s = w.s.data();
+  T* acc = w.acc.data();
+  std::fill(acc, acc + rows * n.Dv, T(0));
+  T m[kTile], l[kTile];
   std::fill(m, m + kTile, static_cast<T>(kNegInf));
   std::fill(l, l + kTile, T(0));
-  // Causal: no query of the block sees a key after i1 - 1.
+  // Causal: no query of the block sees a key at or after i1.
   const std::int64_t key_end = p.mask.causal ? std::min(n.Tk, i1) : n.Tk;
   for (std::int64_t j0 = 0; j0 < key_end; j0 += kTile) {
-    const std::int64_t j1 = std::min(key_end, j0 + kTile);
-    for (std::int64_t i = i0; i < i1; ++i) {
-      const std::int64_t r = i - i0, row = bh * n.Tq + i;
-      const T* q_i = p.q + row * n.Dh;
+    const std::int64_t j1 = std::min(key_end, j0 + kTile), cols = j1 - j0;
+    scores(p, s, bh, i0, i1, j0, j1);
+    for (std::int64_t r = 0; r < rows; ++r) {
+      T* row = s + r * kTile;
       T tile_max = static_cast<T>(kNegInf);
-      for (std::int64_t j = j0; j < j1; ++j) {
-        s[j - j0] = p.mask.blocked(b, h, i, j) ? static_cast<T>(kNegInf) : p.scale * dot(q_i, k + j * n.Dh, n.Dh);
-        tile_max = std::max(tile_max, s[j - j0]);
+      for (std::int64_t c = 0; c < cols; ++c) tile_max = std::max(tile_max, row[c]);
+      if (tile_max == static_cast<T>(kNegInf)) {  // every key of the tile blocked: weights 0, nothing else changes
+        std::fill(row, row + cols, T(0));
+        continue;
       }
-      if (tile_max == static_cast<T>(kNegInf)) continue;  // every key of the tile blocked: nothing changes
-      T* a = acc.data() + r * n.Dv;
       const T m_new = std::max(m[r], tile_max);
       const T rescale = exp_of(m[r] - m_new);  // exp(-inf) = 0 on the first tile that counts
-      l[r] *= rescale;
+      T* a = acc + r * n.Dv;
 #pragma omp simd
       for (std::int64_t d = 0; d < n.Dv; ++d) a[d] *= rescale;
-      for (std::int64_t j = j0; j < j1; ++j) {
-        const T w = exp_of(s[j - j0] - m_new);  // blocked: exp(-inf) = 0
-        l[r] += w;
-        const T wd = w * static_cast<T>(p.drop.factor(static_cast<std::uint64_t>(row * n.Tk + j)));
-        if (wd != T(0)) axpy(a, wd, v + j * n.Dv, n.Dv);
-      }
+      T sum = 0;
+#pragma omp simd reduction(+ : sum)
+      for (std::int64_t c = 0; c < cols; ++c) sum += row[c] = exp_of(row[c] - m_new);  // blocked: exp(-inf) = 0
+      l[r] = l[r] * rescale + sum;
       m[r] = m_new;
+      if (p.drop.p > 0)
+        for (std::int64_t c = 0; c < cols; ++c)
+          row[c] *= static_cast<T>(p.drop.factor(static_cast<std::uint64_t>((bh * n.Tq + i0 + r) * n.Tk + j0 + c)));
     }
+    // acc += weights [rows, cols] @ v[j0, j1)
+    gemm<T>(rows, n.Dv, cols, T(1), {s, kTile, 1}, {p.v + (bh * n.Tk + j0) * n.Dv, n.Dv, 1}, T(1), {acc, n.Dv, 1}, 1);
   }
-  for (std::int64_t i = i0; i < i1; ++i) {
-    const std::int64_t r = i - i0, row = bh * n.Tq + i;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const std::int64_t row = bh * n.Tq + i0 + r;
     const T inv = T(1) / l[r];  // l == 0 (no key seen): inf, and 0 * inf is NaN, as the composite's softmax
-    for (std::int64_t d = 0; d < n.Dv; ++d) out[row * n.Dv + d] = acc[static_cast<std::size_t>(r * n.Dv + d)] * inv;
+    for (std::int64_t d = 0; d < n.Dv; ++d) out[row * n.Dv + d] = acc[r * n.Dv + d] * inv;
     lse[row] = m[r] + static_cast<T>(std::log(static_cast<double>(l[r])));
   }
 }
 
-// The gradient of score (i, j) times scale^-1, and the weight (times its dropout factor), recomputed from lse.
+// Every gradient of head bh, key tile by key tile and, within each, query block by query block: the weights w
+// recomputed from lse, dw = dout v^T (times the dropout factor f), ds = w (dw - D); then dV += (w f)^T dout,
+// dK += scale ds^T q, dQ += scale ds k, each a small GEMM. One thread owns the head, so nothing is shared.
 template <class T>
-struct ScoreGrad {
-  T ds, pf;
-};
-template <class T>
-[[gnu::always_inline]] inline ScoreGrad<T> score_grad(const Problem<T>& p, const T* dout, const T* lse, const T* D,
-                                                      std::int64_t bh, std::int64_t i, std::int64_t j) {
+[[gnu::always_inline]] inline void head_backward(const Problem<T>& p, T* dq, T* dk, T* dv, const T* dout, const T* lse,
+                                                 const T* D, std::int64_t bh, Scratch<T>& w) {
   const AttentionDims& n = p.n;
-  const std::int64_t row = bh * n.Tq + i, key = bh * n.Tk + j;
-  const T w = exp_of(p.scale * dot(p.q + row * n.Dh, p.k + key * n.Dh, n.Dh) - lse[row]);
-  const T f = static_cast<T>(p.drop.factor(static_cast<std::uint64_t>(row * n.Tk + j)));
-  const T dw = f == T(0) ? T(0) : f * dot(dout + row * n.Dv, p.v + key * n.Dv, n.Dv);
-  return {w * (dw - D[row]), w * f};
-}
-
-// dK and dV of keys [j0, j1) of head bh, from every query that may see them.
-template <class T>
-[[gnu::always_inline]] inline void key_tile_backward(const Problem<T>& p, T* dk, T* dv, const T* dout, const T* lse,
-                                                     const T* D, std::int64_t bh, std::int64_t j0, std::int64_t j1) {
-  const AttentionDims& n = p.n;
-  const std::int64_t b = bh / n.H, h = bh % n.H;
-  std::fill(dk + (bh * n.Tk + j0) * n.Dh, dk + (bh * n.Tk + j1) * n.Dh, T(0));
-  std::fill(dv + (bh * n.Tk + j0) * n.Dv, dv + (bh * n.Tk + j1) * n.Dv, T(0));
-  for (std::int64_t i = p.mask.causal ? j0 : 0; i < n.Tq; ++i) {  // causal: earlier queries never see these keys
-    const std::int64_t row = bh * n.Tq + i;
-    if (lse[row] == static_cast<T>(kNegInf)) continue;  // a query that saw no key
-    for (std::int64_t j = j0; j < j1; ++j) {
-      if (p.mask.blocked(b, h, i, j)) continue;
-      const ScoreGrad<T> g = score_grad(p, dout, lse, D, bh, i, j);
-      const std::int64_t key = bh * n.Tk + j;
-      axpy(dv + key * n.Dv, g.pf, dout + row * n.Dv, n.Dv);
-      axpy(dk + key * n.Dh, p.scale * g.ds, p.q + row * n.Dh, n.Dh);
-    }
-  }
-}
-
-// dQ of queries [i0, i1) of head bh, from every key they may see.
-template <class T>
-[[gnu::always_inline]] inline void query_block_backward(const Problem<T>& p, T* dq, const T* dout, const T* lse,
-                                                        const T* D, std::int64_t bh, std::int64_t i0, std::int64_t i1) {
-  const AttentionDims& n = p.n;
-  const std::int64_t b = bh / n.H, h = bh % n.H;
-  for (std::int64_t i = i0; i < i1; ++i) {
-    const std::int64_t row = bh * n.Tq + i;
-    T* dq_i = dq + row * n.Dh;
-    std::fill(dq_i, dq_i + n.Dh, T(0));
-    if (lse[row] == static_cast<T>(kNegInf)) continue;
-    const std::int64_t key_end = p.mask.causal ? std::min(n.Tk, i + 1) : n.Tk;
-    for (std::int64_t j = 0; j < key_end; ++j) {
-      if (p.mask.blocked(b, h, i, j)) continue;
-      axpy(dq_i, p.scale * score_grad(p, dout, lse, D, bh, i, j).ds, p.k + (bh * n.Tk + j) * n.Dh, n.Dh);
+  T* s = w.s.data();    // scores, then weights w
+  T* ds = w.ds.data();  // dw, then ds
+  T* wf = w.wf.data();  // w f (the weights as the forward used them), when there is dropout
+  std::fill(dq + bh * n.Tq * n.Dh, dq + (bh + 1) * n.Tq * n.Dh, T(0));
+  std::fill(dk + bh * n.Tk * n.Dh, dk + (bh + 1) * n.Tk * n.Dh, T(0));
+  std::fill(dv + bh * n.Tk * n.Dv, dv + (bh + 1) * n.Tk * n.Dv, T(0));
+  for (std::int64_t j0 = 0; j0 < n.Tk; j0 += kTile) {
+    const std::int64_t j1 = std::min(n.Tk, j0 + kTile), cols = j1 - j0;
+    const T* k_j = p.k + (bh * n.Tk + j0) * n.Dh;
+    const T* v_j = p.v + (bh * n.Tk + j0) * n.Dv;
+    // Causal: the query blocks that end before j0 never see these keys.
+    for (std::int64_t i0 = p.mask.causal ? j0 / kTile * kTile : 0; i0 < n.Tq; i0 += kTile) {
+      const std::int64_t i1 = std::min(n.Tq, i0 + kTile), rows = i1 - i0;
+      const std::int64_t row0 = bh * n.Tq + i0;
+      scores(p, s, bh, i0, i1, j0, j1);
+      gemm<T>(rows, cols, n.Dv, T(1), {dout + row0 * n.Dv, n.Dv, 1}, {v_j, 1, n.Dv}, T(0), {ds, kTile, 1}, 1);
+      for (std::int64_t r = 0; r < rows; ++r) {
+        T* sr = s + r * kTile;
+        T* dr = ds + r * kTile;
+        const T L = lse[row0 + r], Dr = D[row0 + r];
+        if (L == static_cast<T>(kNegInf)) {  // a query that saw no key: no gradient
+          std::fill(sr, sr + cols, T(0));
+          std::fill(dr, dr + cols, T(0));
+          if (p.drop.p > 0) std::fill(wf + r * kTile, wf + r * kTile + cols, T(0));
+          continue;
+        }
+        if (p.drop.p > 0) {
+          T* fr = wf + r * kTile;
+          for (std::int64_t c = 0; c < cols; ++c) {
+            const T f = static_cast<T>(p.drop.factor(static_cast<std::uint64_t>((row0 + r) * n.Tk + j0 + c)));
+            sr[c] = exp_of(sr[c] - L);
+            fr[c] = sr[c] * f;
+            dr[c] = sr[c] * (dr[c] * f - Dr);
+          }
+        } else {
+#pragma omp simd
+          for (std::int64_t c = 0; c < cols; ++c) {
+            sr[c] = exp_of(sr[c] - L);
+            dr[c] = sr[c] * (dr[c] - Dr);
+          }
+        }
+      }
+      const T* used = p.drop.p > 0 ? wf : s;
+      gemm<T>(cols, n.Dv, rows, T(1), {used, 1, kTile}, {dout + row0 * n.Dv, n.Dv, 1}, T(1),
+              {dv + (bh * n.Tk + j0) * n.Dv, n.Dv, 1}, 1);
+      gemm<T>(cols, n.Dh, rows, p.scale, {ds, 1, kTile}, {p.q + row0 * n.Dh, n.Dh, 1}, T(1),
+              {dk + (bh * n.Tk + j0) * n.Dh, n.Dh, 1}, 1);
+      gemm<T>(rows, n.Dh, cols, p.scale, {ds, kTile, 1}, {k_j, n.Dh, 1}, T(1), {dq + row0 * n.Dh, n.Dh, 1}, 1);
     }
   }
 }
@@ -167,29 +185,20 @@ std::int64_t blocks(std::int64_t n) { return (n + kTile - 1) / kTile; }
 
 // The float versions compiled per instruction set (vmath.h); double keeps the plain build.
 STEPFORMER_SIMD_CLONES void forward_blocks(const Problem<float>& p, float* out, float* lse, std::int64_t bh,
-                                           std::int64_t i0, std::int64_t i1, std::vector<float>& acc) {
-  forward_block(p, out, lse, bh, i0, i1, acc);
+                                           std::int64_t i0, std::int64_t i1, Scratch<float>& w) {
+  forward_block(p, out, lse, bh, i0, i1, w);
 }
 void forward_blocks(const Problem<double>& p, double* out, double* lse, std::int64_t bh, std::int64_t i0,
-                    std::int64_t i1, std::vector<double>& acc) {
-  forward_block(p, out, lse, bh, i0, i1, acc);
+                    std::int64_t i1, Scratch<double>& w) {
+  forward_block(p, out, lse, bh, i0, i1, w);
 }
-STEPFORMER_SIMD_CLONES void key_tiles(const Problem<float>& p, float* dk, float* dv, const float* dout,
-                                      const float* lse, const float* D, std::int64_t bh, std::int64_t j0,
-                                      std::int64_t j1) {
-  key_tile_backward(p, dk, dv, dout, lse, D, bh, j0, j1);
+STEPFORMER_SIMD_CLONES void heads_backward(const Problem<float>& p, float* dq, float* dk, float* dv, const float* dout,
+                                           const float* lse, const float* D, std::int64_t bh, Scratch<float>& w) {
+  head_backward(p, dq, dk, dv, dout, lse, D, bh, w);
 }
-void key_tiles(const Problem<double>& p, double* dk, double* dv, const double* dout, const double* lse, const double* D,
-               std::int64_t bh, std::int64_t j0, std::int64_t j1) {
-  key_tile_backward(p, dk, dv, dout, lse, D, bh, j0, j1);
-}
-STEPFORMER_SIMD_CLONES void query_blocks(const Problem<float>& p, float* dq, const float* dout, const float* lse,
-                                         const float* D, std::int64_t bh, std::int64_t i0, std::int64_t i1) {
-  query_block_backward(p, dq, dout, lse, D, bh, i0, i1);
-}
-void query_blocks(const Problem<double>& p, double* dq, const double* dout, const double* lse, const double* D,
-                  std::int64_t bh, std::int64_t i0, std::int64_t i1) {
-  query_block_backward(p, dq, dout, lse, D, bh, i0, i1);
+void heads_backward(const Problem<double>& p, double* dq, double* dk, double* dv, const double* dout, const double* lse,
+                    const double* D, std::int64_t bh, Scratch<double>& w) {
+  head_backward(p, dq, dk, dv, dout, lse, D, bh, w);
 }
 
 }  // namespace
@@ -203,13 +212,13 @@ void CpuBackend::attention_forward(const TensorDesc& out, const TensorDesc& lse,
     const std::int64_t per_head = blocks(p.n.Tq), tasks = p.n.B * p.n.H * per_head;
     T* o = static_cast<T*>(out.data);
     T* l = static_cast<T*>(lse.data);
-#pragma omp parallel
+#pragma omp parallel if (tasks > 1)
     {
-      std::vector<T> acc;
+      Scratch<T> w(p.n.Dv);
 #pragma omp for schedule(dynamic)
       for (std::int64_t t = 0; t < tasks; ++t) {
         const std::int64_t bh = t / per_head, i0 = (t % per_head) * kTile;
-        forward_blocks(p, o, l, bh, i0, std::min(p.n.Tq, i0 + kTile), acc);
+        forward_blocks(p, o, l, bh, i0, std::min(p.n.Tq, i0 + kTile), w);
       }
     }
   });
@@ -225,22 +234,21 @@ void CpuBackend::attention_backward(const TensorDesc& dq, const TensorDesc& dk, 
     const AttentionDims& n = p.n;
     const T* g = static_cast<const T*>(dout.data);
     const T* o = static_cast<const T*>(out.data);
-    const T* l = static_cast<const T*>(lse.data);
     // D_i = dout_i . out_i, once per query (it equals sum_j w_ij dw_ij).
     std::vector<T> D(static_cast<std::size_t>(n.B * n.H * n.Tq));
 #pragma omp parallel for
-    for (std::int64_t row = 0; row < n.B * n.H * n.Tq; ++row) D[row] = dot(g + row * n.Dv, o + row * n.Dv, n.Dv);
-    const std::int64_t key_tiles_per_head = blocks(n.Tk), query_blocks_per_head = blocks(n.Tq);
-#pragma omp parallel for schedule(dynamic)
-    for (std::int64_t t = 0; t < n.B * n.H * key_tiles_per_head; ++t) {
-      const std::int64_t bh = t / key_tiles_per_head, j0 = (t % key_tiles_per_head) * kTile;
-      key_tiles(p, static_cast<T*>(dk.data), static_cast<T*>(dv.data), g, l, D.data(), bh, j0,
-                std::min(n.Tk, j0 + kTile));
+    for (std::int64_t row = 0; row < n.B * n.H * n.Tq; ++row) {
+      T sum = 0;
+      for (std::int64_t d = 0; d < n.Dv; ++d) sum += g[row * n.Dv + d] * o[row * n.Dv + d];
+      D[static_cast<std::size_t>(row)] = sum;
     }
-#pragma omp parallel for schedule(dynamic)
-    for (std::int64_t t = 0; t < n.B * n.H * query_blocks_per_head; ++t) {
-      const std::int64_t bh = t / query_blocks_per_head, i0 = (t % query_blocks_per_head) * kTile;
-      query_blocks(p, static_cast<T*>(dq.data), g, l, D.data(), bh, i0, std::min(n.Tq, i0 + kTile));
+#pragma omp parallel if (n.B * n.H > 1)
+    {
+      Scratch<T> w(p.n.Dv);
+#pragma omp for schedule(dynamic)
+      for (std::int64_t bh = 0; bh < n.B * n.H; ++bh)
+        heads_backward(p, static_cast<T*>(dq.data), static_cast<T*>(dk.data), static_cast<T*>(dv.data), g,
+                       static_cast<const T*>(lse.data), D.data(), bh, w);
     }
   });
 }
