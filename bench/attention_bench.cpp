@@ -3,18 +3,26 @@
 // size T x T kept), causal, d_model 512 in 8 heads, batch 1 (the shape). For each length: forward +
 // backward time (the best of several runs, the two in turn) and the bytes each holds between forward and
 // backward (the device's live allocations with the graph alive: what grows with T).
+// --layer runs instead a training step (forward and backward, dropout 0.1) of one encoder layer used as a
+// decoder-only layer (the causal mask as its mask), d_model 512, 8 heads, d_ff 2048, batch 1, at one length, with
+// the composite (KeepAttentionWeights) or flash attention, and prints the step's time and the process's peak
+// RSS: one process per point, so that each peak is its own.
 //
 //   build/bench/bin/attention_bench [--device cpu|cuda|cuda-sim|reference] [--threads N] [--max-len T]
+//   build/bench/bin/attention_bench --layer composite|flash --len T [--threads N]
 #include <fmt/format.h>
 #include <omp.h>
 
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <string>
 
 #include "autograd/autograd.h"
+#include "model_setup.h"
 #include "timing.h"
+#include "transformer/encoder.h"
 
 using namespace stepformer;
 
@@ -29,11 +37,34 @@ Tensor composite(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor
 // Waits for the device: a one-element copy to the host (the CUDA runtime's copies are synchronous).
 void sync(const Tensor& t) { (void)narrow(view(t, {-1}), 0, 0, 1).item(); }
 
+int layer_step(const std::string& which, std::int64_t T, Device dev) {
+  transformer::Config cfg;  // the base model's layer: d_model 512, 8 heads, d_ff 2048, dropout 0.1
+  Generator gen(1);
+  transformer::EncoderLayer layer(cfg, gen);
+  layer.to(dev);
+  layer.train();
+  const Tensor x = randn({1, T, cfg.d_model}, gen, {DType::float32, dev, true});
+  const Tensor g = randn({1, T, cfg.d_model}, gen, {DType::float32, dev});
+  const Tensor causal = transformer::subsequent_mask(T, dev);
+  std::optional<transformer::KeepAttentionWeights> keep;
+  if (which == "composite") keep.emplace();
+  const double best = bench::best_seconds(
+      [&] {
+        const Tensor y = layer(x, causal).context;
+        y.backward(g);
+        sync(x.grad());
+      },
+      2, 2.0);
+  fmt::print("layer step, {} attention, T {}: {:.1f} ms, peak RSS {:.0f} MB\n", which, T, 1e3 * best,
+             bench::peak_rss_mb());
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string device = "cpu";
-  std::int64_t max_len = 4096;
+  std::string device = "cpu", layer;
+  std::int64_t max_len = 4096, len = 1024;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--device"))
       device = argv[i + 1];
@@ -41,8 +72,13 @@ int main(int argc, char** argv) {
       omp_set_num_threads(std::atoi(argv[i + 1]));
     else if (!std::strcmp(argv[i], "--max-len"))
       max_len = std::atoll(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--layer"))
+      layer = argv[i + 1];
+    else if (!std::strcmp(argv[i], "--len"))
+      len = std::atoll(argv[i + 1]);
   }
   const Device dev = parse_device(device);
+  if (!layer.empty()) return layer_step(layer, len, dev);
   const std::int64_t B = 1, H = 8, Dh = 64;
   const double scale = 1.0 / std::sqrt(static_cast<double>(Dh));
   Backend& backend = backend_for(dev);

@@ -20,6 +20,7 @@
 #include "../attention_math.h"
 #include "cpu_backend.h"
 #include "gemm.h"
+#include "random_fill.h"
 #include "strided.h"
 #include "vmath.h"
 
@@ -56,19 +57,48 @@ struct Scratch {
   std::vector<T> s, ds, wf, acc;
 };
 
+// How much of the tile of queries [i0, i1) and keys [j0, j1) is blocked. A tile blocked whole costs nothing:
+// the scan of its mask is a byte per pair against the 2 (Dh + Dv) flops per pair of its GEMMs.
+enum class Blocked { none, some, all };
+template <class T>
+Blocked blocked_in(const Problem<T>& p, std::int64_t bh, std::int64_t i0, std::int64_t i1, std::int64_t j0,
+                   std::int64_t j1) {
+  const bool causal_some = p.mask.causal && j1 - 1 > i0;  // some key after some query
+  if (!p.mask.data) return causal_some ? Blocked::some : Blocked::none;
+  const std::int64_t b = bh / p.n.H, h = bh % p.n.H;
+  bool any = false, every = true;
+  for (std::int64_t i = i0; i < i1; ++i)
+    for (std::int64_t j = j0; j < j1; ++j) {
+      const bool x = p.mask.blocked(b, h, i, j);
+      any |= x, every &= x;
+    }
+  return every ? Blocked::all : any ? Blocked::some : Blocked::none;
+}
+
 // s = scale * q[i0, i1) k[j0, j1)^T, [rows, cols] with row stride kTile, blocked pairs -inf.
 template <class T>
 void scores(const Problem<T>& p, T* s, std::int64_t bh, std::int64_t i0, std::int64_t i1, std::int64_t j0,
-            std::int64_t j1) {
+            std::int64_t j1, Blocked blocked) {
   const AttentionDims& n = p.n;
   const std::int64_t rows = i1 - i0, cols = j1 - j0;
   gemm<T>(rows, cols, n.Dh, p.scale, {p.q + (bh * n.Tq + i0) * n.Dh, n.Dh, 1}, {p.k + (bh * n.Tk + j0) * n.Dh, 1, n.Dh},
           T(0), {s, kTile, 1}, 1);
-  if (!p.mask.data && !(p.mask.causal && j1 - 1 > i0)) return;  // no pair of the tile blocked
+  if (blocked == Blocked::none) return;
   const std::int64_t b = bh / n.H, h = bh % n.H;
   for (std::int64_t r = 0; r < rows; ++r)
     for (std::int64_t c = 0; c < cols; ++c)
       if (p.mask.blocked(b, h, i0 + r, j0 + c)) s[r * kTile + c] = static_cast<T>(kNegInf);
+}
+
+// f[c] = the dropout factor of (query i, key j0 + c) for the cols keys of a tile row, as dropout() draws it.
+template <class T>
+[[gnu::always_inline]] inline void dropout_factors(const Problem<T>& p, T* f, std::int64_t row, std::int64_t j0,
+                                                   std::int64_t cols) {
+  const double keep = p.drop.p;
+  const T scale = static_cast<T>(1.0 / (1.0 - keep));
+  const std::int64_t first = row * p.n.Tk + j0;
+  fill_pairs(f, first, first + cols, p.drop.seed, p.drop.offset,
+             [&](std::uint64_t bits) { return uniform01(bits) < keep ? T(0) : scale; });
 }
 
 // Queries [i0, i1) of head bh against every key tile: out and lse of those rows. s holds a tile's scores, then
@@ -88,7 +118,9 @@ template <class T>
   const std::int64_t key_end = p.mask.causal ? std::min(n.Tk, i1) : n.Tk;
   for (std::int64_t j0 = 0; j0 < key_end; j0 += kTile) {
     const std::int64_t j1 = std::min(key_end, j0 + kTile), cols = j1 - j0;
-    scores(p, s, bh, i0, i1, j0, j1);
+    const Blocked blocked = blocked_in(p, bh, i0, i1, j0, j1);
+    if (blocked == Blocked::all) continue;
+    scores(p, s, bh, i0, i1, j0, j1, blocked);
     for (std::int64_t r = 0; r < rows; ++r) {
       T* row = s + r * kTile;
       T tile_max = static_cast<T>(kNegInf);
@@ -107,9 +139,12 @@ template <class T>
       for (std::int64_t c = 0; c < cols; ++c) sum += row[c] = exp_of(row[c] - m_new);  // blocked: exp(-inf) = 0
       l[r] = l[r] * rescale + sum;
       m[r] = m_new;
-      if (p.drop.p > 0)
-        for (std::int64_t c = 0; c < cols; ++c)
-          row[c] *= static_cast<T>(p.drop.factor(static_cast<std::uint64_t>((bh * n.Tq + i0 + r) * n.Tk + j0 + c)));
+      if (p.drop.p > 0) {
+        T* f = w.ds.data();
+        dropout_factors(p, f, bh * n.Tq + i0 + r, j0, cols);
+#pragma omp simd
+        for (std::int64_t c = 0; c < cols; ++c) row[c] *= f[c];
+      }
     }
     // acc += weights [rows, cols] @ v[j0, j1)
     gemm<T>(rows, n.Dv, cols, T(1), {s, kTile, 1}, {p.v + (bh * n.Tk + j0) * n.Dv, n.Dv, 1}, T(1), {acc, n.Dv, 1}, 1);
@@ -143,7 +178,9 @@ template <class T>
     for (std::int64_t i0 = p.mask.causal ? j0 / kTile * kTile : 0; i0 < n.Tq; i0 += kTile) {
       const std::int64_t i1 = std::min(n.Tq, i0 + kTile), rows = i1 - i0;
       const std::int64_t row0 = bh * n.Tq + i0;
-      scores(p, s, bh, i0, i1, j0, j1);
+      const Blocked blocked = blocked_in(p, bh, i0, i1, j0, j1);
+      if (blocked == Blocked::all) continue;
+      scores(p, s, bh, i0, i1, j0, j1, blocked);
       gemm<T>(rows, cols, n.Dv, T(1), {dout + row0 * n.Dv, n.Dv, 1}, {v_j, 1, n.Dv}, T(0), {ds, kTile, 1}, 1);
       for (std::int64_t r = 0; r < rows; ++r) {
         T* sr = s + r * kTile;
@@ -156,12 +193,13 @@ template <class T>
           continue;
         }
         if (p.drop.p > 0) {
-          T* fr = wf + r * kTile;
+          T* fr = wf + r * kTile;  // the factors, then the weights times them
+          dropout_factors(p, fr, row0 + r, j0, cols);
+#pragma omp simd
           for (std::int64_t c = 0; c < cols; ++c) {
-            const T f = static_cast<T>(p.drop.factor(static_cast<std::uint64_t>((row0 + r) * n.Tk + j0 + c)));
             sr[c] = exp_of(sr[c] - L);
-            fr[c] = sr[c] * f;
-            dr[c] = sr[c] * (dr[c] * f - Dr);
+            dr[c] = sr[c] * (dr[c] * fr[c] - Dr);
+            fr[c] *= sr[c];
           }
         } else {
 #pragma omp simd

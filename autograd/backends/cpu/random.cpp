@@ -5,27 +5,13 @@
 
 #include "autograd/random.h"
 #include "cpu_backend.h"
+#include "random_fill.h"
 #include "strided.h"
 #include "vmath.h"
 
 namespace stepformer::cpu {
 
 namespace {
-
-// o[i] = make(random_bits(seed, offset, i)) for i in [i0, i1). Elements 2j and 2j+1 take the two halves of
-// one Philox block (random_bits, autograd/random.h): the block is computed once for both, not once each.
-template <class T, class Make>
-[[gnu::always_inline]] inline void fill_pairs(T* o, std::int64_t i0, std::int64_t i1, std::uint64_t seed,
-                                              std::uint64_t offset, Make make) {
-  std::int64_t i = i0;
-  if (i < i1 && i % 2) o[i] = make(random_bits(seed, offset, static_cast<std::uint64_t>(i))), ++i;
-  for (; i + 1 < i1; i += 2) {
-    const Philox4x32 r = philox4x32_10(offset / 4 + static_cast<std::uint64_t>(i) / 2, seed);
-    o[i] = make((std::uint64_t{r.v[0]} << 32) | r.v[1]);
-    o[i + 1] = make((std::uint64_t{r.v[2]} << 32) | r.v[3]);
-  }
-  if (i < i1) o[i] = make(random_bits(seed, offset, static_cast<std::uint64_t>(i)));
-}
 
 template <class T>
 [[gnu::always_inline]] inline void fill_range(T* o, std::int64_t i0, std::int64_t i1, Distribution dist, double a,
@@ -51,11 +37,11 @@ template <class T>
 
 STEPFORMER_SIMD_CLONES void fill_chunk(float* o, std::int64_t i0, std::int64_t i1, Distribution dist, double a,
                                        double b, std::uint64_t seed, std::uint64_t offset) {
-  fill_range(o, i0, i1, dist, a, b, seed, offset);
+  fill_range(o + i0, i0, i1, dist, a, b, seed, offset);
 }
 void fill_chunk(double* o, std::int64_t i0, std::int64_t i1, Distribution dist, double a, double b, std::uint64_t seed,
                 std::uint64_t offset) {
-  fill_range(o, i0, i1, dist, a, b, seed, offset);
+  fill_range(o + i0, i0, i1, dist, a, b, seed, offset);
 }
 
 }  // namespace
