@@ -70,6 +70,49 @@ void scaling(const sf::demo::CommonOptions& common) {
   fmt::print("\n");
 }
 
+// FlashAttention's idea on one query: its scores arrive a tile at a time, and a running max m, a running sum l
+// and a running (unnormalised) output are enough; when a tile raises the max, what came before is rescaled by
+// exp(m_old - m_new). The end result is the softmax-weighted sum over all keys, without keeping the row.
+// Then the tiles of a causal [1024, 1024] attention: which are computed, masked inside, or skipped.
+void online_softmax(const sf::demo::CommonOptions& common) {
+  const std::vector<double> s{0.3, 1.2, -0.4, 0.8, 2.1, 0.1, 1.7, -1.0}, v{1, 2, 3, 4, 5, 6, 7, 8};
+  fmt::print("== attention without the [T, T] matrix: the online softmax of one query (FlashAttention)\n");
+  fmt::print("scores s = [{}], values v = [{}] (one number per key), two tiles of 4 keys\n", fmt::join(s, ", "),
+             fmt::join(v, ", "));
+  double m = -INFINITY, l = 0, out = 0;
+  for (std::size_t t = 0; t < 2; ++t) {
+    double tile_max = -INFINITY;
+    for (std::size_t j = 4 * t; j < 4 * t + 4; ++j) tile_max = std::max(tile_max, s[j]);
+    const double m_new = std::max(m, tile_max), rescale = std::exp(m - m_new);
+    l *= rescale, out *= rescale;
+    for (std::size_t j = 4 * t; j < 4 * t + 4; ++j) l += std::exp(s[j] - m_new), out += std::exp(s[j] - m_new) * v[j];
+    fmt::print(
+        "  tile {}: max {:.1f} -> m = {:.1f}, earlier l and out times exp(m_old - m) = {:.4f}; l = {:.4f}, "
+        "out = {:.4f}\n",
+        t + 1, tile_max, m_new, rescale, l, out);
+    m = m_new;
+  }
+  double total = 0, want = 0;
+  for (std::size_t j = 0; j < s.size(); ++j) total += std::exp(s[j]);
+  for (std::size_t j = 0; j < s.size(); ++j) want += std::exp(s[j]) / total * v[j];
+  fmt::print("  out / l = {:.6f}; softmax(s) . v over the whole row = {:.6f}; lse = m + log l = {:.4f}\n", out / l,
+             want, m + std::log(l));
+
+  const std::int64_t T = 1024, tile = 128, n = T / tile;  // the CPU backend's tile (backends/cpu/attention.cpp)
+  std::vector<double> state;
+  std::vector<std::string> rows, cols;
+  for (std::int64_t i = 0; i < n; ++i) {
+    rows.push_back(fmt::format("q {}-{}", i * tile, i * tile + tile - 1));
+    cols.push_back(fmt::format("k {}", i * tile));
+    for (std::int64_t j = 0; j < n; ++j) state.push_back(j > i ? 0.0 : j == i ? 0.5 : 1.0);
+  }
+  sf::demo::write_output(common.out, "02_flash_tiles.svg",
+                         sf::demo::heatmap_svg(sf::from_vector(state, {n, n}), rows, cols,
+                                               "causal T = 1024 in 128 x 128 tiles: computed, masked inside, skipped"));
+  fmt::print("causal T = {} in {} x {} tiles: {} computed whole, {} masked inside (the diagonal), {} skipped\n\n", T,
+             tile, tile, n * (n - 1) / 2, n, n * (n - 1) / 2);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -85,6 +128,7 @@ int main(int argc, char** argv) {
 
   three_by_three();
   scaling(common);
+  online_softmax(common);
 
   const auto& data = sf::demo::toy_data();
   Config cfg;
@@ -129,6 +173,17 @@ int main(int argc, char** argv) {
   }
   fmt::print(
       "With the pad mask the P column is exactly 0; with the subsequent mask everything above the\n"
-      "diagonal is exactly 0 (a query never sees a later key).\n");
+      "diagonal is exactly 0 (a query never sees a later key).\n\n");
+  // Without KeepAttentionWeights the module calls flash_attention: the same context, no weights kept.
+  const sf::Tensor composite = [&] {
+    const KeepAttentionWeights keep;
+    return mha.forward(x, x, x, causal).context;
+  }();
+  const Attention flash = mha.forward(x, x, x, causal);
+  fmt::print(
+      "flash attention (the module's default) against the composite, subsequent mask: max |diff| {:.1e}, "
+      "weights kept: {}\n",
+      sf::max(sf::relu(flash.context - composite) + sf::relu(composite - flash.context)).item(),
+      flash.weights.defined() ? "yes" : "none");
   return 0;
 }
