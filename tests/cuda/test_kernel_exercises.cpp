@@ -9,6 +9,7 @@
 #include <string>
 
 #include "counted.h"
+#include "ladders.h"
 
 using namespace stepformer;
 using namespace stepformer::test::counted;
