@@ -107,6 +107,14 @@ __global__ void add_block_values(const float* in, float* total, bool atomic) {
 }
 
 // 3. One thread per row sums its row, reading one element too many (k <= cols).
+// 4b. Each thread writes the element `shift` after its own in a tile of dynamic shared memory sized for the block.
+__global__ void shift_into_tile(float* out, int shift) {
+  CUDASIM_DYNAMIC_SHARED(float, tile);
+  tile[static_cast<int>(threadIdx.x) + shift] = 1.f;
+  __syncthreads();
+  out[threadIdx.x] = tile[threadIdx.x];
+}
+
 __global__ void row_sums(const float* m, float* out, int rows, int cols, bool off_by_one) {
   const int r = static_cast<int>(threadIdx.x);
   if (r >= rows) return;
@@ -273,6 +281,30 @@ TEST_CASE("memcheck: a row read one element past its end", "[cudasim][check][ch0
       under_every_schedule([&] { launch(row_sums, dim3(1), dim3(32), 0, m.data, out.data, rows, cols, false); });
   for (const auto& reports : fixed) CHECK(all_messages(reports).empty());
   CHECK(out.host()[1] == 7 + 8 + 9 + 10 + 11 + 12 + 13);
+}
+
+TEST_CASE("memcheck: writes past the end and before the start of dynamic shared memory", "[cudasim][check][ch09]") {
+  DeviceArray<float> out(8);
+  for (const int shift : {1, -1}) {
+    const auto bad = under_every_schedule([&] {
+      CHECK_THROWS_AS(launch(shift_into_tile, dim3(1), dim3(8), 8 * sizeof(float), out.data, shift),
+                      cudasim::check::CheckError);
+    });
+    for (const auto& reports : bad) {
+      INFO("shift " << shift << ": " << all_messages(reports));
+      REQUIRE(reports.size() == 1);
+      CHECK(reports[0].checker == "memcheck");
+      CHECK(reports[0].kind == "out of bounds");
+      CHECK(reports[0].kernel == "shift_into_tile");
+      CHECK(same(reports[0].thread, shift > 0 ? 7 : 0));
+      CHECK(contains(reports[0].location, shift > 0 ? "0 bytes past the end of dynamic shared memory (32 bytes)"
+                                                    : "4 bytes before dynamic shared memory (32 bytes)"));
+    }
+  }
+  const auto fixed =
+      under_every_schedule([&] { launch(shift_into_tile, dim3(1), dim3(8), 8 * sizeof(float), out.data, 0); });
+  for (const auto& reports : fixed) CHECK(all_messages(reports).empty());
+  CHECK(out.host() == std::vector<float>(8, 1.f));
 }
 
 TEST_CASE("memcheck: a 16-byte vector load from an address that is not a multiple of 16", "[cudasim][check][ch09]") {

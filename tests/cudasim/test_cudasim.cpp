@@ -26,6 +26,7 @@ namespace {
 // Runs f in a forked child; returns whether it died of a signal (abort) and what it wrote to stderr.
 struct ChildResult {
   bool aborted = false;
+  int signal = 0;  // the one it died of
   std::string stderr_text;
 };
 template <class F>
@@ -49,6 +50,7 @@ ChildResult run_in_child(F f) {
   int status = 0;
   waitpid(pid, &status, 0);
   r.aborted = WIFSIGNALED(status);
+  r.signal = r.aborted ? WTERMSIG(status) : 0;
   return r;
 }
 
@@ -262,6 +264,24 @@ TEST_CASE("cuda-sim stops with a clear message on deadlock, bad masks and oversi
   const auto too_big = run_in_child([] { launch([] {}, dim3(1), dim3(64, 32), 0); });
   CHECK(too_big.aborted);
   CHECK(too_big.stderr_text.find("block size 2048 > 1024") != std::string::npos);
+}
+
+TEST_CASE("cuda-sim: a write past the end of dynamic shared memory stops at its guard page, never in the heap",
+          "[cudasim][ch09]") {
+  const auto kernel = [](float* out) {
+    CUDASIM_DYNAMIC_SHARED(float, tile);
+    tile[threadIdx.x + 1] = 1.f;  // thread 7 writes element 8
+    __syncthreads();
+    out[threadIdx.x] = tile[threadIdx.x];
+  };
+  std::vector<float> out(8);
+  // 8 floats: element 8 is the guard page's first. (Held in a std::vector, the buffer let the write land in the
+  // host's heap: nothing reported, or a malloc abort long after.)
+  const auto overflow = run_in_child([&] { launch(kernel, dim3(2), dim3(8), 8 * sizeof(float), out.data()); });
+  CHECK(overflow.signal == SIGSEGV);
+  launch(kernel, dim3(2), dim3(8), 9 * sizeof(float), out.data());  // one element more: in bounds
+  CHECK(std::isnan(out[0]));                                        // never written: the poison
+  CHECK(out[1] == 1.f);
 }
 
 #if !defined(CUDASIM_CHECK)

@@ -105,6 +105,16 @@ void access(const void* address, unsigned size, bool write, bool atomic, const v
     r = {Region::shared_static, shared_begin, nullptr, shared_cells.data()};
   } else if (a - dynamic_begin < dynamic_bytes) {
     r = {Region::shared_dynamic, dynamic_begin, nullptr, dynamic_cells.data()};
+    if (a + size > dynamic_begin + dynamic_bytes && (enabled_checks & check::mem))  // straddles the end
+      trap(*l, "out of bounds", describe(r, a, size), ", past the end of ", a, size, write, atomic, code);
+  } else if (b.shared && b.shared->beside(a)) {  // just outside the launch's dynamic shared memory
+    if (!(enabled_checks & check::mem)) return;
+    const std::string location =
+        a >= dynamic_begin + dynamic_bytes
+            ? fmt::format("{} bytes past the end of dynamic shared memory ({} bytes)",
+                          a - (dynamic_begin + dynamic_bytes), dynamic_bytes)
+            : fmt::format("{} bytes before dynamic shared memory ({} bytes)", dynamic_begin - a, dynamic_bytes);
+    trap(*l, "out of bounds", location, ": ", a, size, write, atomic, code);
   } else if (arena().contains(a)) {
     std::pair<std::uintptr_t, Allocation*> nearest{0, nullptr};
     const auto [start, found] = arena().find(a, &nearest);
@@ -225,8 +235,8 @@ void check_launch_begin(Launch& l) {
 }
 
 void check_block_begin(Launch& l) {
-  dynamic_begin = reinterpret_cast<std::uintptr_t>(l.b->shared.data());
-  dynamic_bytes = l.b->shared.size();
+  dynamic_begin = reinterpret_cast<std::uintptr_t>(l.b->shared->data());
+  dynamic_bytes = l.b->shared->size();
   if (dynamic_cells.size() < dynamic_bytes) dynamic_cells.resize(dynamic_bytes);
   if (shared_bytes) std::memset(reinterpret_cast<void*>(shared_begin), 0xFF, shared_bytes);  // poison, as dynamic
   if (profiling_on) profile_block_begin(l);

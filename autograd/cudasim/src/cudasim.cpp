@@ -35,6 +35,31 @@ thread_local constinit Running running;
 
 [[noreturn]] void outside_kernel(const char* what) { fail(fmt::format("{} called outside a kernel", what)); }
 
+DynamicShared::~DynamicShared() {
+  if (base_) munmap(base_, mapped_);
+}
+
+void DynamicShared::assign(std::size_t bytes, unsigned char value) {
+  const auto page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  const std::size_t aligned = (bytes + 15) / 16 * 16;  // data() stays 16-byte aligned, as CUDA's is
+  const std::size_t need = (aligned + page - 1) / page * page + page;
+  if (need > mapped_) {
+    if (base_) munmap(base_, mapped_);
+    void* p = mmap(nullptr, need, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) fail(fmt::format("cannot map {} bytes of dynamic shared memory", bytes));
+    base_ = static_cast<unsigned char*>(p), mapped_ = need;
+    if (mprotect(base_ + mapped_ - page, page, PROT_NONE) != 0)
+      fail("cannot protect the dynamic shared memory's guard");
+  }
+  data_ = base_ + mapped_ - page - aligned, bytes_ = bytes;
+  std::fill(data_, data_ + aligned, value);
+}
+
+DynamicShared& dynamic_shared_memory() {
+  thread_local DynamicShared memory;
+  return memory;
+}
+
 void enter(Block& b, int id) {
   b.current = id;
   running.thread_idx = id < 0 ? nullptr : &b.threads[static_cast<std::size_t>(id)].idx;
@@ -256,7 +281,7 @@ void run_block(Launch& l) {
 
 }  // namespace
 
-void* dynamic_shared() { return launch_state("dynamic shared memory").b->shared.data(); }
+void* dynamic_shared() { return launch_state("dynamic shared memory").b->shared->data(); }
 void set_schedule(Schedule order, std::uint64_t seed) {
   scheduling().order = order;
   scheduling().rng.seed(seed);
@@ -282,6 +307,7 @@ void run_grid(const void* kernel, dim3 grid, dim3 block, std::size_t shared_byte
   active = &l;
   if (checking()) check_launch_begin(l);
   Block b;  // one for the whole launch, reset for each block
+  b.shared = &dynamic_shared_memory();
   b.threads.resize(threads);
   for (unsigned i = 0; i < threads; ++i) {
     b.threads[i].linear = static_cast<int>(i);
@@ -297,7 +323,7 @@ void run_grid(const void* kernel, dim3 grid, dim3 block, std::size_t shared_byte
         b.exited = b.at_barrier = 0;
         b.barriers = 0;
         std::fill(b.warp_syncs.begin(), b.warp_syncs.end(), 0u);
-        b.shared.assign(shared_bytes, 0xFF);  // poison: a read before any write is NaN
+        b.shared->assign(shared_bytes, 0xFF);  // poison: a read before any write is NaN
         l.block_idx = {x, y, z};
         running.block_idx = l.block_idx, running.block_dim = block, running.grid_dim = grid;
         l.block_linear = x + grid.x * (y + grid.y * z);

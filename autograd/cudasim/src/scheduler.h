@@ -35,6 +35,33 @@ struct WarpOp {
   int sources[32] = {};
 };
 
+// A launch's dynamic shared memory, placed so that it ends (to within 16 bytes, its alignment) at an inaccessible
+// guard page: a kernel writing past the end stops with SIGSEGV in the plain build, and in the checking build
+// memcheck reports the access before it happens; neither lets it corrupt the host's heap, which a std::vector
+// there did. One mapping per OS thread, grown as launches ask for more, reused by the next launch.
+class DynamicShared {
+ public:
+  DynamicShared() = default;
+  DynamicShared(const DynamicShared&) = delete;
+  DynamicShared& operator=(const DynamicShared&) = delete;
+  ~DynamicShared();
+  void assign(std::size_t bytes, unsigned char value);  // `bytes` of `value`, ending at the guard
+  unsigned char* data() const { return data_; }
+  std::size_t size() const { return bytes_; }
+  // True for an address in the mapping (its guard page included) but outside [data(), data() + size()).
+  bool beside(std::uintptr_t a) const {
+    return a - reinterpret_cast<std::uintptr_t>(base_) < mapped_ &&
+           a - reinterpret_cast<std::uintptr_t>(data_) >= bytes_;
+  }
+
+ private:
+  unsigned char* base_ = nullptr;
+  std::size_t mapped_ = 0;  // the guard page included
+  unsigned char* data_ = nullptr;
+  std::size_t bytes_ = 0;
+};
+DynamicShared& dynamic_shared_memory();  // this OS thread's
+
 struct Block {
   std::vector<Thread> threads;
   std::deque<int> ready;
@@ -42,8 +69,8 @@ struct Block {
   std::uint32_t barriers = 0;             // __syncthreads the block has passed: its memory epoch
   std::vector<std::uint32_t> warp_syncs;  // per warp: __syncwarp()s completed (a warp's own epoch)
   std::vector<WarpOp> warps;
-  std::vector<unsigned char> shared;
-  std::vector<int> waking;  // threads about to be made ready (kept: no allocation per barrier or collective)
+  DynamicShared* shared = nullptr;  // the launch's dynamic shared memory
+  std::vector<int> waking;          // threads about to be made ready (kept: no allocation per barrier or collective)
 };
 
 struct Launch {
