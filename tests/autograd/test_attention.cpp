@@ -151,3 +151,76 @@ TEST_CASE("flash_attention refuses bad operands by name", "[attention][values]")
   CHECK_THROWS_AS(flash_attention(q.to(DType::bfloat16), k.to(DType::bfloat16), v.to(DType::bfloat16), {}, 1.0),
                   DTypeError);
 }
+
+namespace {
+
+// `t` [B, 1, 1, Tk] seen as [B, H, Tq, Tk] through strides of 0, as the op hands a mask to its kernels.
+TensorDesc broadcast_keys(const Tensor& t, std::int64_t H, std::int64_t Tq) {
+  TensorDesc d = t.desc();
+  d.shape[1] = H, d.shape[2] = Tq, d.strides[1] = 0, d.strides[2] = 0;
+  return d;
+}
+
+}  // namespace
+
+// Exercise 2.6, graded on cuda-sim: the CUDA forward kernel against the CPU backend's, kernel to kernel (no
+// autograd, so no other exercise is needed), in float64; then the backward kernel, which reads the lse it wrote.
+TEST_CASE("ex2.6: flash attention's CUDA forward: each tile's scores, the online softmax, the output and its lse",
+          "[ex2.6]") {
+  const Device sim{DeviceType::cuda_sim, 0};
+  const struct {
+    const char* what;
+    std::int64_t Tq, Tk;
+    bool causal, pad, rising;
+    double p;
+  } setups[] = {
+      {"scores rising along 100 keys: the max grows at every tile of 32, so l and acc must be rescaled each time", 3,
+       100, false, false, true, 0},
+      {"causal, T 70: key j blocked after query i, j counted in the whole sequence (a tile starts at key j0)", 70, 70,
+       true, false, false, 0},
+      {"a pad mask over 40 keys (the last third of each batch's), and dropout 0.3", 9, 40, false, true, false, 0.3},
+  };
+  for (const auto& c : setups) {
+    INFO(c.what);
+    const std::int64_t B = 2, H = 2, Dh = 8, Dv = 5;
+    const Options cpu{DType::float64, kCPU};
+    Generator gen(3);
+    Tensor q = uniform({B, H, c.Tq, Dh}, -1, 1, gen, cpu), k = uniform({B, H, c.Tk, Dh}, -1, 1, gen, cpu);
+    const Tensor v = uniform({B, H, c.Tk, Dv}, -1, 1, gen, cpu), g = uniform({B, H, c.Tq, Dv}, -1, 1, gen, cpu);
+    if (c.rising) {
+      q = q + 1.5;
+      k = k + view(arange(c.Tk, cpu), {1, 1, c.Tk, 1}) * (6.0 / static_cast<double>(c.Tk));
+    }
+    std::vector<double> pads;
+    for (std::int64_t b = 0; b < B; ++b)
+      for (std::int64_t j = 0; j < c.Tk; ++j) pads.push_back(c.pad && j >= c.Tk - c.Tk / 3 ? 1 : 0);
+    const Tensor pad = from_vector(pads, {B, 1, 1, c.Tk}, {DType::boolean, kCPU});
+    AttentionConfig cfg;
+    cfg.scale = 0.35, cfg.causal = c.causal, cfg.dropout = c.p, cfg.seed = 5, cfg.offset = 8;
+    const auto run = [&](Device dev) {
+      const Tensor qd = q.to(dev), kd = k.to(dev), vd = v.to(dev), mask = pad.to(dev);
+      const TensorDesc blocked = c.pad ? broadcast_keys(mask, H, c.Tq) : TensorDesc{};
+      const Options o{DType::float64, dev};
+      Tensor out = full({B, H, c.Tq, Dv}, NAN, o), lse = full({B, H, c.Tq}, NAN, o);
+      backend_for(dev).attention_forward(out.desc(), lse.desc(), qd.desc(), kd.desc(), vd.desc(), blocked, cfg);
+      Tensor dq = full(q.shape(), NAN, o), dk = full(k.shape(), NAN, o), dv = full(v.shape(), NAN, o);
+      backend_for(dev).attention_backward(dq.desc(), dk.desc(), dv.desc(), g.to(dev).desc(), qd.desc(), kd.desc(),
+                                          vd.desc(), out.desc(), lse.desc(), blocked, cfg);
+      return std::vector<Tensor>{out.cpu(), lse.cpu(), dq.cpu(), dk.cpu(), dv.cpu()};
+    };
+    const std::vector<Tensor> want = run(kCPU), got = run(sim);
+    {
+      INFO("out: softmax over every key the query may see, times the values (the CPU backend's result)");
+      CHECK(close(got[0], want[0], 1e-12, 1e-12));
+    }
+    {
+      INFO("lse = the final max + log of the final sum: backward recomputes every weight from it");
+      CHECK(close(got[1], want[1], 1e-12, 1e-12));
+    }
+    for (std::size_t i = 2; i < 5; ++i) {
+      INFO("the gradient of "
+           << "qkv"[i - 2] << ", which backward computes from your out and lse");
+      CHECK(close(got[i], want[i], 1e-12, 1e-12));
+    }
+  }
+}

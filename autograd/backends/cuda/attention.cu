@@ -78,6 +78,7 @@ __global__ void attention_forward_kernel(T* out, T* lse, Problem<T> p, int tile)
     stage(v_tile, p.v, bh * n.Tk + j0, width, n.Dv);
     __syncthreads();
     if (!active) continue;
+    // EXERCISE 2.6 (6 points): this tile's scores (blocked: -inf), the new max, l and acc rescaled, the tile added.
     T s[kMaxTile];
     T tile_max = neg_inf;
     for (int c = 0; c < width; ++c) {
@@ -97,11 +98,14 @@ __global__ void attention_forward_kernel(T* out, T* lse, Problem<T> p, int tile)
         for (std::int64_t d = 0; d < n.Dv; ++d) acc[r * own_v + d] += wd * v_tile[c * n.Dv + d];
     }
     m = m_new;
+    // END EXERCISE
   }
   if (!active) return;
+  // EXERCISE 2.6 (continued)
   const T inv = T(1) / l;  // l == 0 (no key seen): inf, and 0 * inf is NaN, as the composite's softmax
   for (std::int64_t d = 0; d < n.Dv; ++d) out[row * n.Dv + d] = acc[r * own_v + d] * inv;
   lse[row] = m + log_(l);
+  // END EXERCISE
 }
 
 // dK and dV: one thread per key; the queries, their output gradients, lse and D = dout . out staged per tile.

@@ -53,7 +53,7 @@ class MultiHeadAttention : public nn::CallableModule<MultiHeadAttention> {
   MultiHeadAttention(std::int64_t d_model, std::int64_t n_heads, double dropout = 0.0,
                      Generator& gen = default_generator());
   // query [B, Tq, D], key and value [B, Tk, D], blocked broadcastable to [B, H, Tq, Tk].
-  // Returns context [B, Tq, D] and weights [B, H, Tq, Tk].
+  // Returns context [B, Tq, D] and weights [B, H, Tq, Tk] (undefined unless KeepAttentionWeights lives).
   Attention forward(const Tensor& query, const Tensor& key, const Tensor& value, const Tensor& blocked = {});
 
   // The two halves of forward, for decoding with a cache: keys and values projected and split into heads

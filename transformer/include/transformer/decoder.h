@@ -39,8 +39,8 @@ class DecoderLayer : public nn::CallableModule<DecoderLayer> {
 
 struct DecoderOutput {
   Tensor hidden;                        // [B, T, D]
-  std::vector<Tensor> self_attention;   // per layer, [B, H, T, T]
-  std::vector<Tensor> cross_attention;  // per layer, [B, H, T, S]
+  std::vector<Tensor> self_attention;   // per layer, [B, H, T, T] (the weights: only while KeepAttentionWeights
+  std::vector<Tensor> cross_attention;  // per layer, [B, H, T, S]  lives; flash attention keeps none)
 };
 
 class Decoder : public nn::CallableModule<Decoder> {

@@ -28,7 +28,7 @@ class EncoderLayer : public nn::CallableModule<EncoderLayer> {
 // decoding token by token).
 struct EncoderOutput {
   Tensor memory;                  // [B, S, D]
-  std::vector<Tensor> attention;  // per layer, [B, H, S, S]
+  std::vector<Tensor> attention;  // per layer, [B, H, S, S]; undefined unless KeepAttentionWeights lives
   Tensor src_blocked;             // bool [B, 1, 1, S], true at PAD keys
 };
 
