@@ -50,4 +50,21 @@ struct AttentionDropout {
 };
 inline AttentionDropout attention_dropout(const AttentionConfig& cfg) { return {cfg.dropout, cfg.seed, cfg.offset}; }
 
+// Everything a kernel reads about one call, typed: the operands, the sizes, the mask, the dropout, the scale.
+template <class T>
+struct AttentionProblem {
+  const T *q, *k, *v;
+  AttentionDims n;
+  AttentionMask mask;
+  AttentionDropout drop;
+  T scale;
+};
+template <class T>
+AttentionProblem<T> attention_problem(const TensorDesc& q, const TensorDesc& k, const TensorDesc& v,
+                                      const TensorDesc& blocked, const AttentionConfig& cfg) {
+  return {static_cast<const T*>(q.data), static_cast<const T*>(k.data),       static_cast<const T*>(v.data),
+          attention_dims(q, v),          attention_mask(blocked, cfg.causal), attention_dropout(cfg),
+          static_cast<T>(cfg.scale)};
+}
+
 }  // namespace stepformer

@@ -30,23 +30,6 @@ namespace {
 
 constexpr std::int64_t kTile = 128;  // queries per block and keys per tile
 
-template <class T>
-struct Problem {
-  const T *q, *k, *v;
-  AttentionDims n;
-  AttentionMask mask;
-  AttentionDropout drop;
-  T scale;
-};
-
-template <class T>
-Problem<T> problem(const TensorDesc& q, const TensorDesc& k, const TensorDesc& v, const TensorDesc& blocked,
-                   const AttentionConfig& cfg) {
-  return {static_cast<const T*>(q.data), static_cast<const T*>(k.data),       static_cast<const T*>(v.data),
-          attention_dims(q, v),          attention_mask(blocked, cfg.causal), attention_dropout(cfg),
-          static_cast<T>(cfg.scale)};
-}
-
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 
 // A thread's tiles: [kTile, kTile] scores/weights, their gradients and the dropped weights; a block's outputs.
@@ -61,7 +44,7 @@ struct Scratch {
 // the scan of its mask is a byte per pair against the 2 (Dh + Dv) flops per pair of its GEMMs.
 enum class Blocked { none, some, all };
 template <class T>
-Blocked blocked_in(const Problem<T>& p, std::int64_t bh, std::int64_t i0, std::int64_t i1, std::int64_t j0,
+Blocked blocked_in(const AttentionProblem<T>& p, std::int64_t bh, std::int64_t i0, std::int64_t i1, std::int64_t j0,
                    std::int64_t j1) {
   const bool causal_some = p.mask.causal && j1 - 1 > i0;  // some key after some query
   if (!p.mask.data) return causal_some ? Blocked::some : Blocked::none;
@@ -77,7 +60,7 @@ Blocked blocked_in(const Problem<T>& p, std::int64_t bh, std::int64_t i0, std::i
 
 // s = scale * q[i0, i1) k[j0, j1)^T, [rows, cols] with row stride kTile, blocked pairs -inf.
 template <class T>
-void scores(const Problem<T>& p, T* s, std::int64_t bh, std::int64_t i0, std::int64_t i1, std::int64_t j0,
+void scores(const AttentionProblem<T>& p, T* s, std::int64_t bh, std::int64_t i0, std::int64_t i1, std::int64_t j0,
             std::int64_t j1, Blocked blocked) {
   const AttentionDims& n = p.n;
   const std::int64_t rows = i1 - i0, cols = j1 - j0;
@@ -92,8 +75,8 @@ void scores(const Problem<T>& p, T* s, std::int64_t bh, std::int64_t i0, std::in
 
 // f[c] = the dropout factor of (query i, key j0 + c) for the cols keys of a tile row, as dropout() draws it.
 template <class T>
-[[gnu::always_inline]] inline void dropout_factors(const Problem<T>& p, T* f, std::int64_t row, std::int64_t j0,
-                                                   std::int64_t cols) {
+[[gnu::always_inline]] inline void dropout_factors(const AttentionProblem<T>& p, T* f, std::int64_t row,
+                                                   std::int64_t j0, std::int64_t cols) {
   const double keep = p.drop.p;
   const T scale = static_cast<T>(1.0 / (1.0 - keep));
   const std::int64_t first = row * p.n.Tk + j0;
@@ -104,8 +87,8 @@ template <class T>
 // Queries [i0, i1) of head bh against every key tile: out and lse of those rows. s holds a tile's scores, then
 // its weights; acc the block's unnormalised outputs; m and l each query's running max and sum.
 template <class T>
-[[gnu::always_inline]] inline void forward_block(const Problem<T>& p, T* out, T* lse, std::int64_t bh, std::int64_t i0,
-                                                 std::int64_t i1, Scratch<T>& w) {
+[[gnu::always_inline]] inline void forward_block(const AttentionProblem<T>& p, T* out, T* lse, std::int64_t bh,
+                                                 std::int64_t i0, std::int64_t i1, Scratch<T>& w) {
   const AttentionDims& n = p.n;
   const std::int64_t rows = i1 - i0;
   T* s = w.s.data();
@@ -161,8 +144,8 @@ template <class T>
 // recomputed from lse, dw = dout v^T (times the dropout factor f), ds = w (dw - D); then dV += (w f)^T dout,
 // dK += scale ds^T q, dQ += scale ds k, each a small GEMM. One thread owns the head, so nothing is shared.
 template <class T>
-[[gnu::always_inline]] inline void head_backward(const Problem<T>& p, T* dq, T* dk, T* dv, const T* dout, const T* lse,
-                                                 const T* D, std::int64_t bh, Scratch<T>& w) {
+[[gnu::always_inline]] inline void head_backward(const AttentionProblem<T>& p, T* dq, T* dk, T* dv, const T* dout,
+                                                 const T* lse, const T* D, std::int64_t bh, Scratch<T>& w) {
   const AttentionDims& n = p.n;
   T* s = w.s.data();    // scores, then weights w
   T* ds = w.ds.data();  // dw, then ds
@@ -222,20 +205,21 @@ template <class T>
 std::int64_t blocks(std::int64_t n) { return (n + kTile - 1) / kTile; }
 
 // The float versions compiled per instruction set (vmath.h); double keeps the plain build.
-STEPFORMER_SIMD_CLONES void forward_blocks(const Problem<float>& p, float* out, float* lse, std::int64_t bh,
+STEPFORMER_SIMD_CLONES void forward_blocks(const AttentionProblem<float>& p, float* out, float* lse, std::int64_t bh,
                                            std::int64_t i0, std::int64_t i1, Scratch<float>& w) {
   forward_block(p, out, lse, bh, i0, i1, w);
 }
-void forward_blocks(const Problem<double>& p, double* out, double* lse, std::int64_t bh, std::int64_t i0,
+void forward_blocks(const AttentionProblem<double>& p, double* out, double* lse, std::int64_t bh, std::int64_t i0,
                     std::int64_t i1, Scratch<double>& w) {
   forward_block(p, out, lse, bh, i0, i1, w);
 }
-STEPFORMER_SIMD_CLONES void heads_backward(const Problem<float>& p, float* dq, float* dk, float* dv, const float* dout,
-                                           const float* lse, const float* D, std::int64_t bh, Scratch<float>& w) {
+STEPFORMER_SIMD_CLONES void heads_backward(const AttentionProblem<float>& p, float* dq, float* dk, float* dv,
+                                           const float* dout, const float* lse, const float* D, std::int64_t bh,
+                                           Scratch<float>& w) {
   head_backward(p, dq, dk, dv, dout, lse, D, bh, w);
 }
-void heads_backward(const Problem<double>& p, double* dq, double* dk, double* dv, const double* dout, const double* lse,
-                    const double* D, std::int64_t bh, Scratch<double>& w) {
+void heads_backward(const AttentionProblem<double>& p, double* dq, double* dk, double* dv, const double* dout,
+                    const double* lse, const double* D, std::int64_t bh, Scratch<double>& w) {
   head_backward(p, dq, dk, dv, dout, lse, D, bh, w);
 }
 
@@ -246,7 +230,7 @@ void CpuBackend::attention_forward(const TensorDesc& out, const TensorDesc& lse,
                                    const AttentionConfig& cfg) {
   dispatch_floating(q.dtype, "attention_forward", [&](auto z) {
     using T = decltype(z);
-    const Problem<T> p = problem<T>(q, k, v, blocked, cfg);
+    const AttentionProblem<T> p = attention_problem<T>(q, k, v, blocked, cfg);
     const std::int64_t per_head = blocks(p.n.Tq), tasks = p.n.B * p.n.H * per_head;
     T* o = static_cast<T*>(out.data);
     T* l = static_cast<T*>(lse.data);
@@ -268,7 +252,7 @@ void CpuBackend::attention_backward(const TensorDesc& dq, const TensorDesc& dk, 
                                     const TensorDesc& blocked, const AttentionConfig& cfg) {
   dispatch_floating(q.dtype, "attention_backward", [&](auto z) {
     using T = decltype(z);
-    const Problem<T> p = problem<T>(q, k, v, blocked, cfg);
+    const AttentionProblem<T> p = attention_problem<T>(q, k, v, blocked, cfg);
     const AttentionDims& n = p.n;
     const T* g = static_cast<const T*>(dout.data);
     const T* o = static_cast<const T*>(out.data);

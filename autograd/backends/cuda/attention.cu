@@ -28,15 +28,6 @@ constexpr int kMaxTile = 32;
 constexpr std::size_t kSharedBytes = 48 * 1024;
 
 template <class T>
-struct Problem {
-  const T *q, *k, *v;
-  AttentionDims n;
-  AttentionMask mask;
-  AttentionDropout drop;
-  T scale;
-};
-
-template <class T>
 __device__ __forceinline__ T dot(const T* a, const T* b, std::int64_t n) {
   T s = 0;
   for (std::int64_t d = 0; d < n; ++d) s += a[d] * b[d];
@@ -50,7 +41,7 @@ __device__ __forceinline__ void stage(T* dst, const T* src, std::int64_t first, 
 }
 
 template <class T>
-__global__ void attention_forward_kernel(T* out, T* lse, Problem<T> p, int tile) {
+__global__ void attention_forward_kernel(T* out, T* lse, AttentionProblem<T> p, int tile) {
   const AttentionDims n = p.n;
   CUDASIM_DYNAMIC_SHARED(T, shared);
   const std::int64_t own = n.Dh + 1, own_v = n.Dv + 1;  // padded strides of thread-owned rows
@@ -110,8 +101,8 @@ __global__ void attention_forward_kernel(T* out, T* lse, Problem<T> p, int tile)
 
 // dK and dV: one thread per key; the queries, their output gradients, lse and D = dout . out staged per tile.
 template <class T>
-__global__ void attention_backward_kv_kernel(T* dk, T* dv, const T* dout, const T* out, const T* lse, Problem<T> p,
-                                             int tile) {
+__global__ void attention_backward_kv_kernel(T* dk, T* dv, const T* dout, const T* out, const T* lse,
+                                             AttentionProblem<T> p, int tile) {
   const AttentionDims n = p.n;
   CUDASIM_DYNAMIC_SHARED(T, shared);
   const std::int64_t own = n.Dh + 1, own_v = n.Dv + 1;
@@ -162,7 +153,8 @@ __global__ void attention_backward_kv_kernel(T* dk, T* dv, const T* dout, const 
 
 // dQ: one thread per query; the keys and values staged per tile, as in the forward.
 template <class T>
-__global__ void attention_backward_q_kernel(T* dq, const T* dout, const T* out, const T* lse, Problem<T> p, int tile) {
+__global__ void attention_backward_q_kernel(T* dq, const T* dout, const T* out, const T* lse, AttentionProblem<T> p,
+                                            int tile) {
   const AttentionDims n = p.n;
   CUDASIM_DYNAMIC_SHARED(T, shared);
   const std::int64_t own = n.Dh + 1, own_v = n.Dv + 1;
@@ -205,14 +197,6 @@ __global__ void attention_backward_q_kernel(T* dq, const T* dout, const T* out, 
   for (std::int64_t d = 0; d < n.Dh; ++d) dq[row * n.Dh + d] = dq_own[r * own + d];
 }
 
-template <class T>
-Problem<T> problem(const TensorDesc& q, const TensorDesc& k, const TensorDesc& v, const TensorDesc& blocked,
-                   const AttentionConfig& cfg) {
-  return {static_cast<const T*>(q.data), static_cast<const T*>(k.data),       static_cast<const T*>(v.data),
-          attention_dims(q, v),          attention_mask(blocked, cfg.causal), attention_dropout(cfg),
-          static_cast<T>(cfg.scale)};
-}
-
 // The largest tile (threads per block, a power of two up to 32) whose shared memory fits, given the elements
 // one row of the tile needs and the elements per block besides.
 struct Launch {
@@ -239,7 +223,7 @@ void CudaBackend::attention_forward(const TensorDesc& out, const TensorDesc& lse
                                     const AttentionConfig& cfg) {
   dispatch_floating(q.dtype, "attention_forward", [&](auto z) {
     using T = decltype(z);
-    const Problem<T> p = problem<T>(q, k, v, blocked, cfg);
+    const AttentionProblem<T> p = attention_problem<T>(q, k, v, blocked, cfg);
     if (p.n.Tq == 0 || p.n.B * p.n.H == 0) return;
     const Launch l = fit("attention_forward", sizeof(T), 2 * (p.n.Dh + 1 + p.n.Dv + 1));
     next_launch_flops(static_cast<std::uint64_t>(2 * p.n.B * p.n.H * p.n.Tq * p.n.Tk * (p.n.Dh + p.n.Dv)));
@@ -254,7 +238,7 @@ void CudaBackend::attention_backward(const TensorDesc& dq, const TensorDesc& dk,
                                      const TensorDesc& blocked, const AttentionConfig& cfg) {
   dispatch_floating(q.dtype, "attention_backward", [&](auto z) {
     using T = decltype(z);
-    const Problem<T> p = problem<T>(q, k, v, blocked, cfg);
+    const AttentionProblem<T> p = attention_problem<T>(q, k, v, blocked, cfg);
     const AttentionDims& n = p.n;
     if (n.B * n.H == 0) return;
     const T* g = static_cast<const T*>(dout.data);
