@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# The CUDA checks for a lent GPU machine, which has CUDA and compute-sanitizer but not this project's build
+# dependencies (Catch2, Boost.Context, fmt, SentencePiece). Two halves:
+#   tools/gpu/check.sh pack   here, after `cmake --build --preset release` with nvcc: strips the test programs,
+#                             the toy demo and attention_bench and packs them with the shared libraries they load
+#                             into .gpu/pack.tar.xz (ignored; about 10 MB)
+#   tools/gpu/check.sh run    there, from the repository's root: every cuda/ test variant, compute-sanitizer's
+#                             memcheck, racecheck and initcheck on the attention kernels, attention_bench on the
+#                             GPU, the toy demo on cuda; one log per step in $OUT (default gpu-out), a summary line
+#                             per step on stdout
+# The tests find their fixtures by the absolute path they were built in, so `run` links that path to here.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+programs=(autograd_tests cuda_tests nn_tests transformer_tests 07_transformer attention_bench)
+case "${1:-}" in
+  pack)
+    rm -rf .gpu/stage && mkdir -p .gpu/stage/lib
+    for p in "${programs[@]}"; do strip -o ".gpu/stage/$p" "build/release/bin/$p" || exit 1; done
+    # the libraries a bare machine lacks: everything but the C and C++ runtimes
+    ldd "${programs[@]/#/build/release/bin/}" | awk '/=> \// {print $3}' | sort -u |
+      grep -vE '/(libc|libm|libstdc\+\+|libgcc_s|libpthread|libdl|librt|ld-linux)[.-]' |
+      xargs -I{} cp -L {} .gpu/stage/lib/
+    tar cJf .gpu/pack.tar.xz -C .gpu/stage . && rm -rf .gpu/stage
+    echo "wrote .gpu/pack.tar.xz ($(du -h .gpu/pack.tar.xz | cut -f1)), built from $(git rev-parse --short HEAD)" ;;
+  run)
+    out=${OUT:-gpu-out} bin=.gpu/bin
+    mkdir -p "$out" "$bin" && tar xJf .gpu/pack.tar.xz -C "$bin" || exit 1
+    built_in=$(strings "$bin/nn_tests" | grep -x '/.*/tests/fixtures' | awk '{print length, $0}' | sort -n |
+      head -1 | cut -d' ' -f2 | sed 's|/tests/fixtures$||')  # the shortest: other strings merge into some
+    [ -e "$built_in" ] || { mkdir -p "$(dirname "$built_in")" && ln -s "$PWD" "$built_in"; }
+    export LD_LIBRARY_PATH=$PWD/$bin/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+    step() {  # step NAME SECONDS COMMAND...
+      local name=$1 limit=$2 start=$SECONDS; shift 2
+      timeout "$limit" "$@" >"$out/$name.log" 2>&1
+      printf '%-12s exit %3d %4ds  %s\n' "$name" $? $((SECONDS - start)) \
+        "$(grep -hE 'All tests passed|test cases:|SUMMARY' "$out/$name.log" | tr '\n' ' ')"
+    }
+    export STEPFORMER_TEST_DEVICE=cuda
+    step cuda 120 "$bin/cuda_tests" --order decl
+    step autograd 120 "$bin/autograd_tests" "[gradcheck],[values],[oracle]" --order decl
+    step nn 120 "$bin/nn_tests" --order decl
+    step transformer 180 "$bin/transformer_tests" "~[cpu-only]" --order decl
+    for tool in memcheck racecheck initcheck; do
+      step "$tool" 180 compute-sanitizer --tool "$tool" --print-limit 20 "$bin/autograd_tests" "[attention]"
+    done
+    unset STEPFORMER_TEST_DEVICE
+    step attention 180 "$bin/attention_bench" --device cuda --max-len 8192
+    cat "$out/attention.log"
+    step toy 60 "$bin/07_transformer" --device cuda --out "$out/toy" toy ;;
+  *) echo "usage: tools/gpu/check.sh pack|run" >&2; exit 2 ;;
+esac
