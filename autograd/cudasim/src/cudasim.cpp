@@ -35,31 +35,6 @@ thread_local constinit Running running;
 
 [[noreturn]] void outside_kernel(const char* what) { fail(fmt::format("{} called outside a kernel", what)); }
 
-DynamicShared::~DynamicShared() {
-  if (base_) munmap(base_, mapped_);
-}
-
-void DynamicShared::assign(std::size_t bytes, unsigned char value) {
-  const auto page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
-  const std::size_t aligned = (bytes + 15) / 16 * 16;  // data() stays 16-byte aligned, as CUDA's is
-  const std::size_t need = (aligned + page - 1) / page * page + page;
-  if (need > mapped_) {
-    if (base_) munmap(base_, mapped_);
-    void* p = mmap(nullptr, need, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) fail(fmt::format("cannot map {} bytes of dynamic shared memory", bytes));
-    base_ = static_cast<unsigned char*>(p), mapped_ = need;
-    if (mprotect(base_ + mapped_ - page, page, PROT_NONE) != 0)
-      fail("cannot protect the dynamic shared memory's guard");
-  }
-  data_ = base_ + mapped_ - page - aligned, bytes_ = bytes;
-  std::fill(data_, data_ + aligned, value);
-}
-
-DynamicShared& dynamic_shared_memory() {
-  thread_local DynamicShared memory;
-  return memory;
-}
-
 void enter(Block& b, int id) {
   b.current = id;
   running.thread_idx = id < 0 ? nullptr : &b.threads[static_cast<std::size_t>(id)].idx;
