@@ -43,6 +43,14 @@ STEPFORMER_MATH_FN double gelu_derivative(double x) {
   return 0.5 * (1.0 + ::erf(x * 0.70710678118654752440)) + x * 0.39894228040143267794 * ::exp(-0.5 * x * x);
 }
 
+// SiLU (Ramachandran et al. 2017; torch.nn.SiLU): x sigmoid(x), and its derivative s (1 + x (1 - s)), in double.
+// exp(-x) overflows to inf for x below -709; x / inf is then -0 and s is 0, so both stay finite.
+STEPFORMER_MATH_FN double silu_value(double x) { return x / (1.0 + ::exp(-x)); }
+STEPFORMER_MATH_FN double silu_derivative(double x) {
+  const double s = 1.0 / (1.0 + ::exp(-x));
+  return s * (1.0 + x * (1.0 - s));
+}
+
 template <auto>
 inline constexpr bool kNoFormula = false;
 
@@ -67,6 +75,8 @@ STEPFORMER_MATH_FN T unary_value(T x, T alpha) {
     return x > T(0) ? x : T(0);
   else if constexpr (op == UnaryOp::gelu)
     return static_cast<T>(gelu_value(x));
+  else if constexpr (op == UnaryOp::silu)
+    return static_cast<T>(silu_value(x));
   else if constexpr (op == UnaryOp::pow)
     return pow_(x, alpha);
   else if constexpr (op == UnaryOp::scale)
@@ -104,6 +114,8 @@ STEPFORMER_MATH_FN binary_result_t<op, T> binary_value(T x, T y) {
     return y > T(0) ? x : T(0);  // g, x
   else if constexpr (op == BinaryOp::gelu_backward)
     return x * static_cast<T>(gelu_derivative(y));  // g, x
+  else if constexpr (op == BinaryOp::silu_backward)
+    return x * static_cast<T>(silu_derivative(y));  // g, x
   else if constexpr (op == BinaryOp::tanh_backward)
     return x * (T(1) - y * y);  // g, y
   else

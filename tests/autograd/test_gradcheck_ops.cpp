@@ -60,6 +60,8 @@ std::vector<Case> cases() {
       {"tanh", "plain", {{2, 3}}, [](auto& x) { return tanh(x[0]); }},
       {"relu", "plain", {{3, 4}}, [](auto& x) { return relu(x[0]); }},
       {"gelu", "plain", {{3, 4}}, [](auto& x) { return gelu(x[0]); }, -3.0, 3.0},
+      {"silu", "plain", {{3, 4}}, [](auto& x) { return silu(x[0]); }, -4.0, 4.0},
+      {"swiglu", "transposed gate", {{4, 3}, {3, 4}}, [T](auto& x) { return swiglu(T(x[0]), x[1]); }, -3.0, 3.0},
       {"where",
        "broadcast",
        {{2, 3}, {3}},

@@ -34,6 +34,20 @@ TEST_CASE("gelu is the exact erf form; relu and tanh", "[ch00][values]") {
   CHECK(max_abs_diff(tanh(f64({0.5}, {1})), {0.46211715726000974}) < 1e-15);
 }
 
+TEST_CASE("silu and swiglu: PyTorch's values, finite far below zero", "[ch00][values]") {
+  // torch.nn.functional.silu(x) and its gradient, x = [-800, -2, 0, 1.5, 30] (float64; exp(800) overflows)
+  Tensor x = f64({-800, -2, 0, 1.5, 30}, {5});
+  x.set_requires_grad(true);
+  const Tensor y = silu(x);
+  CHECK(max_abs_diff(y, {-0.0, -0.2384058440442351, 0.0, 1.2263617142904655, 29.999999999997197}) < 1e-14);
+  sum(y).backward();
+  CHECK(max_abs_diff(x.grad(), {-0.0, -0.09078424878489547, 0.5, 1.041294154299143, 1.000000000002711}) < 1e-14);
+  // swiglu(gate, value) = silu(gate) * value, and shapes must agree
+  const Tensor gate = f64({-2, 1.5}, {2}), value = f64({3, -1}, {2});
+  CHECK(max_abs_diff(swiglu(gate, value), {-0.2384058440442351 * 3, -1.2263617142904655}) < 1e-14);
+  CHECK_THROWS_AS(swiglu(gate, f64({1, 2, 3}, {3})), ShapeError);
+}
+
 TEST_CASE("layer_norm: biased variance, eps inside the sqrt (seed 002's hand-rolled norm differs)", "[ch00][values]") {
   // torch.nn.functional.layer_norm(torch.tensor([[1., 2., 3., 4.]], dtype=torch.float64), (4,))
   const Tensor y = layer_norm(f64({1, 2, 3, 4}, {1, 4}), {}, {});

@@ -41,12 +41,14 @@ struct TensorDesc {
 // `copy` also converts between dtypes (out.dtype may differ from in.dtype). The formulas of these and of
 // BinaryOp are written once, for every backend, in autograd/backends/elementwise_math.h.
 #define STEPFORMER_UNARY_OPS(X) \
-  X(copy) X(neg) X(exp) X(log) X(sqrt) X(rsqrt) X(tanh) X(relu) X(gelu) X(pow) X(scale) X(logical_not)
+  X(copy) X(neg) X(exp) X(log) X(sqrt) X(rsqrt) X(tanh) X(relu) X(gelu) X(silu) X(pow) X(scale) X(logical_not)
 
 // Elementwise functions of two operands (broadcast by stride 0). The comparisons write booleans;
-// relu_backward(g, x) = g * (x > 0); gelu_backward(g, x) = g * gelu'(x); tanh_backward(g, y) = g*(1-y^2).
+// relu_backward(g, x) = g * (x > 0); gelu_backward(g, x) = g * gelu'(x); silu_backward(g, x) = g * silu'(x);
+// tanh_backward(g, y) = g*(1-y^2).
 #define STEPFORMER_BINARY_OPS(X) \
-  X(add) X(sub) X(mul) X(div) X(eq) X(ne) X(lt) X(gt) X(relu_backward) X(gelu_backward) X(tanh_backward)
+  X(add)                         \
+  X(sub) X(mul) X(div) X(eq) X(ne) X(lt) X(gt) X(relu_backward) X(gelu_backward) X(silu_backward) X(tanh_backward)
 
 #define STEPFORMER_ENUM_VALUE(name) name,
 enum class UnaryOp : std::uint8_t { STEPFORMER_UNARY_OPS(STEPFORMER_ENUM_VALUE) };

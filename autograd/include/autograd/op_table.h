@@ -18,6 +18,8 @@
   X(tanh, "elementwise", "ga = g (1 - y^2)")                                                    \
   X(relu, "elementwise", "ga = g * (a > 0)")                                                    \
   X(gelu, "elementwise", "ga = g * (Phi(a) + a phi(a))   (exact, erf form)")                    \
+  X(silu, "elementwise", "ga = g * s (1 + a (1 - s)),  s = sigmoid(a)")                         \
+  X(swiglu, "elementwise", "ggate = g * value * silu'(gate); gvalue = g * silu(gate)")          \
   X(where, "elementwise", "ga = sum_to(cond ? g : 0, a); gb = sum_to(cond ? 0 : g, b)")         \
   X(to_dtype, "elementwise", "ga = g converted back to a's dtype")                              \
   X(to_device, "elementwise", "ga = g moved back to a's device")                                \

@@ -25,6 +25,10 @@ Tensor rsqrt(const Tensor& a);
 Tensor tanh(const Tensor& a);
 Tensor relu(const Tensor& a);
 Tensor gelu(const Tensor& a);  // exact: x * Phi(x), PyTorch's default (approximate='none')
+Tensor silu(const Tensor& a);  // x * sigmoid(x), torch.nn.functional.silu
+// silu(gate) * value, same shapes: SwiGLU's product (chapter 12) as one op, which keeps only its two inputs for
+// backward (the composite would keep silu(gate) too).
+Tensor swiglu(const Tensor& gate, const Tensor& value);
 // Comparisons: boolean results, never differentiable.
 Tensor eq(const Tensor& a, const Tensor& b);
 Tensor ne(const Tensor& a, const Tensor& b);

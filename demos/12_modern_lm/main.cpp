@@ -1,0 +1,87 @@
+// Chapter 12 — from the 2017 Transformer to a modern decoder-only language model. Read docs/12_modern_lm.md.
+//
+// 1. the data: the King James Bible (Debian's bible-kjv), whole books held out, BPE subwords;
+// 2. the blocks: the 2017 block, each modern change alone, and the Llama-style block — parameters, and the KV
+//    cache's bytes per token with multi-head, grouped-query and multi-query attention;
+// 3. training the chosen block (--block, default llama) with a progress line (tokens/s, MFU), the validation
+//    loss in nats per token and bits per byte;
+// 4. samples from a prompt (temperature, top-k, top-p), and the cache's speed-up on a long sample.
+// --ablation: every block, --seeds seeds each, the same steps: a table and the validation curves.
+#include <fmt/format.h>
+
+#include "autograd/autocast.h"
+#include "lm_run.h"
+
+using namespace ch12;
+
+namespace {
+void blocks(const Options& o, std::int64_t vocab) {
+  fmt::print("\nthe blocks at this size (D {}, {} layers, {} heads, vocabulary {}):\n", o.d_model, o.layers, o.heads,
+             vocab);
+  for (const std::string& name : lm_config_names()) {
+    sf::Generator gen(0);
+    const LMConfig cfg = config_for(o, name, vocab);
+    const LanguageModel model(cfg, gen);
+    fmt::print("  {:<14} {:>9} parameters  KV cache {:>6} bytes/token  ({} key/value heads)\n", name,
+               model.parameter_count(), kv_cache_bytes_per_token(cfg), cfg.n_kv_heads);
+  }
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  CLI::App app{"12_modern_lm: a decoder-only language model on the King James Bible, from the 2017 block to Llama's"};
+  sf::demo::add_common_options(app, o.common);
+  app.add_option("--block", o.block, "which block to train: 2017, llama, or 2017+CHANGE")
+      ->check(CLI::IsMember(lm_config_names()));
+  app.add_option("--steps", o.steps, "optimizer steps")->check(CLI::PositiveNumber);
+  app.add_option("--batch", o.batch, "sequences per step")->check(CLI::PositiveNumber);
+  app.add_option("--seq-len", o.seq_len, "tokens per sequence (the context)")->check(CLI::Range(2, 4096));
+  app.add_option("--d-model", o.d_model, "model width")->check(CLI::PositiveNumber);
+  app.add_option("--layers", o.layers, "blocks")->check(CLI::PositiveNumber);
+  app.add_option("--heads", o.heads, "query heads (GQA keeps a quarter as key/value heads)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--vocab", o.vocab, "BPE pieces")->check(CLI::Range(100, 32000));
+  app.add_option("--lr", o.lr, "peak learning rate (warmup, then cosine to a tenth)")->check(CLI::PositiveNumber);
+  app.add_option("--precision", o.precision, "fp32, or bf16 autocast (chapter 11)")
+      ->check(CLI::IsMember({"fp32", "bf16"}));
+  app.add_option("--valid-every", o.valid_every, "steps between validations")->check(CLI::PositiveNumber);
+  app.add_option("--valid-windows", o.valid_windows, "held-out windows per validation")->check(CLI::PositiveNumber);
+  app.add_option("--prompt", o.prompt, "the samples' prompt");
+  app.add_option("--sample-tokens", o.sample_tokens, "tokens per sample")->check(CLI::NonNegativeNumber);
+  app.add_option("--timed-tokens", o.timed_tokens, "tokens of the sample timed with and without the KV cache")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--temperature", o.sampling.temperature, "0: greedy")->check(CLI::NonNegativeNumber);
+  app.add_option("--top-k", o.sampling.top_k, "0: all tokens")->check(CLI::NonNegativeNumber);
+  app.add_option("--top-p", o.sampling.top_p, "the nucleus")->check(CLI::Range(1e-9, 1.0));
+  app.add_flag("--ablation", o.ablation, "train every block, --seeds seeds each, and compare");
+  app.add_option("--seeds", o.seeds, "seeds per block in the ablation")->check(CLI::PositiveNumber);
+  CLI11_PARSE(app, argc, argv);
+  try {
+    if (o.heads < 1 || o.d_model % o.heads != 0 || (o.d_model / o.heads) % 2 != 0)
+      throw sf::ValueError(
+          fmt::format("--d-model {} must split into --heads {} of an even size (RoPE)", o.d_model, o.heads));
+    const Corpus corpus = load_corpus(o);
+    blocks(o, corpus.vocab.size());
+    if (o.ablation) {
+      ablation(o, corpus);
+      return 0;
+    }
+    sf::Generator gen(o.common.seed);
+    LanguageModel model(config_for(o, o.block, corpus.vocab.size()), gen);
+    fmt::print("\ntraining {} ({} parameters) for {} steps of {} x {} tokens, {}\n", o.block, model.parameter_count(),
+               o.steps, o.batch, o.seq_len, o.precision);
+    const Run run = train_run(o, corpus, model, o.common.seed, true);
+    fmt::print("\ntrained in {:.0f}s: {:.0f} tok/s; validation {:.3f} nats/token, {:.3f} bits/byte\n", run.seconds,
+               run.tokens_per_s, run.valid.back(), run.valid_bpb.back());
+    sf::demo::write_output(
+        o.common.out, "12_" + o.block + "_loss.svg",
+        sf::demo::line_chart_svg({{"training loss", run.train}, {"validation loss", run.valid, run.valid_steps}},
+                                 o.block + ": nats per token", "step", "loss"));
+    sample_and_time(o, corpus, model);
+    return 0;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "12_modern_lm: {}\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,151 @@
+// Chapter 12: the decoder-only model, its KV cache, sampling, and the language-model data.
+#include <cmath>
+
+#include "../helpers.h"
+#include "transformer/lm_train.h"
+#include "transformer/sampling.h"
+
+using namespace stepformer;
+using namespace stepformer::transformer;
+using stepformer::test::close;
+using stepformer::test::max_abs_diff;
+using stepformer::test::mistake;
+
+namespace {
+LMConfig tiny(const std::string& name) {
+  LMConfig c = lm_config_from_name(name, 23);  // 8 heads: GQA 2 key/value heads, MQA 1
+  c.n_layers = 2;
+  c.d_model = 32;
+  c.n_heads = 8;  // Dh 4
+  c.d_ff = 32;
+  c.max_len = 16;
+  return c;
+}
+}  // namespace
+
+TEST_CASE("every named block builds; each single change differs from the 2017 block", "[ch12]") {
+  for (const std::string& name : lm_config_names()) {
+    Generator gen(1);
+    LanguageModel model(tiny(name), gen);
+    const Tensor logits = model(from_vector(std::vector<std::int64_t>{1, 5, 7, 2}, {2, 2}, {DType::int64}));
+    INFO(name);
+    CHECK(logits.shape() == Shape{2, 2, 23});
+  }
+  CHECK_THROWS_AS(lm_config_from_name("2017+moe", 10), ValueError);
+  const LMConfig l = llama_block(100);
+  CHECK((l.pre_norm && l.norm == NormKind::rms && l.feed_forward == FeedForwardKind::swiglu &&
+         l.positions == PositionKind::rope && l.n_kv_heads == l.n_heads / 4 && !l.bias && l.tie_embeddings));
+}
+
+TEST_CASE("the KV cache gives the full forward's logits, a prompt, a chunk and single tokens at a time", "[ch12]") {
+  for (const std::string name : {"2017", "2017+learned", "llama", "2017+mqa"}) {
+    Generator gen(2);
+    LanguageModel model(tiny(name), gen);
+    model.eval();
+    const std::vector<std::int64_t> ids{3, 9, 4, 1, 17, 22, 5, 8};
+    const Tensor full = model(from_vector(ids, {1, 8}, {DType::int64}));  // [1, 8, V]
+    KVCache cache = model.make_cache();
+    std::vector<Tensor> pieces;
+    for (const auto& [start, length] :
+         std::vector<std::pair<std::int64_t, std::int64_t>>{{0, 3}, {3, 1}, {4, 3}, {7, 1}}) {
+      std::vector<std::int64_t> chunk(ids.begin() + start, ids.begin() + start + length);
+      pieces.push_back(model(from_vector(chunk, {1, length}, {DType::int64}), &cache));
+    }
+    INFO(name);
+    CHECK(cache.length() == 8);
+    CHECK(close(cat(pieces, 1), full, 1e-5, 1e-4));
+  }
+}
+
+TEST_CASE("the cache stores Hkv heads: bytes per token for MHA, GQA and MQA", "[ch12]") {
+  LMConfig c = block_2017(100);  // 4 layers, D 256, 8 heads of 32
+  CHECK(kv_cache_bytes_per_token(c) == 2 * 4 * 8 * 32 * 4);
+  c.n_kv_heads = 2;
+  CHECK(kv_cache_bytes_per_token(c) == 2 * 4 * 2 * 32 * 4);
+  c.n_kv_heads = 1;
+  CHECK(kv_cache_bytes_per_token(c, 2) == 2 * 4 * 1 * 32 * 2);
+  Generator gen(3);
+  LanguageModel model(tiny("llama"), gen);
+  KVCache cache = model.make_cache();
+  model(from_vector(std::vector<std::int64_t>{1, 2, 3}, {1, 3}, {DType::int64}), &cache);
+  CHECK(cache.layers[0].k.shape() == Shape{1, 2, 3, 4});  // [B, Hkv, t, Dh]: 2 of the 8 heads stored
+}
+
+TEST_CASE("sampling: greedy, temperature, top-k, and top-p keeping the token that crosses p", "[ch12]") {
+  const std::vector<double> logits{std::log(0.5), std::log(0.3), std::log(0.2)};
+  const auto dist = [&](SamplingOptions o) { return sampling_distribution(logits, o); };
+  CHECK(dist({0.0}) == std::vector<double>{1, 0, 0});
+  const auto plain = dist({1.0});
+  CHECK((std::abs(plain[0] - 0.5) < 1e-12 && std::abs(plain[1] - 0.3) < 1e-12 && std::abs(plain[2] - 0.2) < 1e-12));
+  const auto k2 = dist({1.0, 2});
+  CHECK((std::abs(k2[0] - 0.625) < 1e-12 && std::abs(k2[1] - 0.375) < 1e-12 && k2[2] == 0));
+  const auto p6 = dist({1.0, 0, 0.6});  // 0.5 < 0.6: the second token crosses 0.6 and is kept
+  CHECK((std::abs(p6[0] - 0.625) < 1e-12 && std::abs(p6[1] - 0.375) < 1e-12 && p6[2] == 0));
+  CHECK(dist({1.0, 0, 0.5}) == std::vector<double>{1, 0, 0});  // exactly reached by the first
+  const auto hot = dist({2.0});                                // flatter: p ~ sqrt(p), renormalised
+  CHECK(hot[2] > plain[2]);
+  CHECK_THROWS_AS(dist({1.0, 0, 0.0}), ValueError);
+  CHECK_THROWS_AS(dist({-1.0}), ValueError);
+}
+
+TEST_CASE("next_token follows the distribution and repeats for a seed", "[ch12]") {
+  const Tensor logits = from_vector(std::vector<double>{std::log(0.5), std::log(0.3), std::log(0.2)}, {3});
+  Generator a(7), b(7);
+  std::vector<int> counts(3, 0);
+  for (int i = 0; i < 2000; ++i) {
+    const std::int64_t t = next_token(logits, {1.0}, a);
+    CHECK(t == next_token(logits, {1.0}, b));
+    ++counts[static_cast<std::size_t>(t)];
+  }
+  CHECK(std::abs(counts[0] / 2000.0 - 0.5) < 0.04);
+  CHECK(std::abs(counts[2] / 2000.0 - 0.2) < 0.04);
+}
+
+TEST_CASE("generate: with and without the cache, the same tokens for a seed", "[ch12]") {
+  for (const std::string name : {"2017", "llama"}) {
+    Generator gen(4);
+    LanguageModel model(tiny(name), gen);
+    Generator s1(9), s2(9);
+    const auto cached = generate(model, {1, 4}, 10, {0.8, 5, 0.9}, s1, true);
+    const auto uncached = generate(model, {1, 4}, 10, {0.8, 5, 0.9}, s2, false);
+    INFO(name);
+    CHECK(cached == uncached);
+    CHECK(cached.size() == 10);
+  }
+  Generator gen(5);
+  LanguageModel model(tiny("2017"), gen);
+  CHECK_NOTHROW(generate(model, {1}, 16, {}, gen));                // the last step reads 16 positions
+  CHECK_THROWS_AS(generate(model, {1}, 17, {}, gen), ShapeError);  // 17: past max_len 16
+}
+
+TEST_CASE("verses, books held out, token streams and windows", "[ch12]") {
+  const auto verses = parse_verses("Ge1:1 In the beginning.\nRuth1:1 Now it came to pass.\n1Sm2:3 Talk no more.\n");
+  REQUIRE(verses.size() == 3);
+  CHECK((verses[2].book == "1Sm" && verses[2].text == "Talk no more."));
+  CHECK_THROWS_AS(parse_verses("In the beginning\n"), ValueError);
+  const TextSplit split = split_by_books(verses, kjv_valid_books());
+  CHECK((split.train.size() == 2 && split.valid == std::vector<std::string>{"Now it came to pass."}));
+  TokenStream s;
+  for (std::int64_t i = 0; i < 20; ++i) s.ids.push_back(i);
+  Generator gen(6);
+  const LMBatch b = random_windows(s, 3, 5, gen);
+  CHECK(close(narrow(b.targets, 1, 0, 4), narrow(b.inputs, 1, 1, 4), 0, 0));  // targets: the inputs shifted by one
+  CHECK(close(narrow(b.targets, 1, 4, 1), narrow(b.inputs, 1, 4, 1) + 1.0, 0, 0));
+  const auto windows = sequential_windows(s, 2, 5, 100);  // starts 0, 5, 10 (15 + 5 would need id 20)
+  REQUIRE(windows.size() == 2);
+  CHECK(windows[1].inputs.to_vector<double>() == std::vector<double>{10, 11, 12, 13, 14});
+  CHECK(bits_per_byte(std::log(2.0), 10, 5) == Catch::Approx(2.0));  // 1 bit per token, 2 tokens per byte
+}
+
+TEST_CASE("the Llama-style model learns a repeated text (loss falls below 0.5 nats)", "[ch12]") {
+  Generator gen(8);
+  LanguageModel model(tiny("llama"), gen);
+  TokenStream s;
+  for (int rep = 0; rep < 20; ++rep)
+    for (std::int64_t id : {4, 9, 13, 4, 20, 7, 2}) s.ids.push_back(id);
+  LMTrainer trainer(model, {1e-2, 10, 150});
+  double loss = 0;
+  for (int i = 0; i < 150; ++i) loss = trainer.step(random_windows(s, 4, 12, gen));
+  CHECK(loss < 0.5);
+  CHECK(lm_loss(model, sequential_windows(s, 4, 12, 8)) < 0.5);
+}

@@ -1,0 +1,48 @@
+#pragma once
+// Chapter 12 — causal self-attention for a decoder-only model: grouped-query attention (multi-head and
+// multi-query attention are its two ends), rotary positions, and the KV cache. Read docs/12_modern_lm.md.
+#include <memory>
+
+#include "nn/layers.h"
+#include "transformer/rope.h"
+
+namespace stepformer::transformer {
+
+// Query head h reads key/value head h / (H / Hkv): "GQA divides query heads into G groups, each of which shares
+// a single key head and value head" (Ainslie et al. 2023), groups of consecutive heads. [B, Hkv, T, Dh] ->
+// [B, H, T, Dh]. H = Hkv is multi-head attention (the identity here), Hkv = 1 multi-query attention
+// (Shazeer 2019).
+Tensor repeat_kv(const Tensor& kv, std::int64_t n_heads);
+
+// What one layer has seen while generating: keys (RoPE applied) and values [B, Hkv, t, Dh] of the t tokens so
+// far. Only the Hkv shared heads are stored: the cache is H / Hkv times smaller than multi-head attention's.
+struct LayerCache {
+  Tensor k, v;
+  std::int64_t length() const { return k.defined() ? k.size(2) : 0; }
+};
+
+struct AttentionShape {
+  std::int64_t d_model = 0, n_heads = 1, n_kv_heads = 1;
+  bool bias = false;  // the 2017 model's projections have biases; Llama's have none
+  bool rope = false;  // rotate queries and keys (rope.h) by their positions
+  RopePairing pairing = RopePairing::half;
+};
+
+// Causal self-attention: "MultiHead(Q, K, V) = Concat(head_1, ..., head_h) W^O" (Vaswani et al. 2017, 3.2.2),
+// with Hkv key/value heads shared by groups of H / Hkv query heads. No dropout (chapter 12's models train without
+// it, as Llama does). flash_attention computes every head.
+class GroupedQueryAttention : public nn::CallableModule<GroupedQueryAttention> {
+ public:
+  explicit GroupedQueryAttention(const AttentionShape& shape, Generator& gen = default_generator());
+  // x [B, T, D] -> [B, T, D]; token t sees tokens 0..t. With a cache, x holds the tokens that follow the
+  // cache's: they see those too, and are appended to it.
+  Tensor forward(const Tensor& x, LayerCache* cache = nullptr);
+
+  AttentionShape shape;
+  std::int64_t d_head;
+  std::shared_ptr<nn::Linear> w_q;       // [H Dh, D]
+  std::shared_ptr<nn::Linear> w_k, w_v;  // [Hkv Dh, D] each
+  std::shared_ptr<nn::Linear> w_o;       // [D, H Dh]
+};
+
+}  // namespace stepformer::transformer

@@ -1,0 +1,80 @@
+// Chapter 12. Shape legend in transformer/config.h; Hkv key/value heads.
+#include "transformer/grouped_attention.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "autograd/errors.h"
+#include "autograd/ops.h"
+#include "transformer/attention.h"
+
+namespace stepformer::transformer {
+
+Tensor repeat_kv(const Tensor& kv, std::int64_t n_heads) {
+  if (kv.dim() != 4 || n_heads % kv.size(1) != 0)
+    throw ShapeError(fmt::format("repeat_kv: {} heads cannot share the {} heads of {}", n_heads,
+                                 kv.dim() == 4 ? kv.size(1) : 0, to_string(kv.shape())));
+  const std::int64_t B = kv.size(0), Hkv = kv.size(1), T = kv.size(2), Dh = kv.size(3), group = n_heads / Hkv;
+  if (group == 1) return kv;
+  // EXERCISE 12.4 (4 points): [B, Hkv, T, Dh] -> [B, H, T, Dh], query head h reading kv head h / group.
+  const Tensor repeated = expand(unsqueeze(kv, 2), {B, Hkv, group, T, Dh});  // stride 0 over the group: no copy yet
+  return reshape(repeated, {B, n_heads, T, Dh});                             // heads j * group .. j * group + group - 1
+  // END EXERCISE
+}
+
+GroupedQueryAttention::GroupedQueryAttention(const AttentionShape& s, Generator& gen)
+    : shape(s), d_head(s.n_heads > 0 ? s.d_model / s.n_heads : 0) {
+  if (s.n_heads < 1 || s.n_kv_heads < 1 || s.d_model % s.n_heads != 0 || s.n_heads % s.n_kv_heads != 0)
+    throw ValueError(
+        fmt::format("GroupedQueryAttention: d_model {} must divide into n_heads {}, and n_heads into "
+                    "n_kv_heads {}",
+                    s.d_model, s.n_heads, s.n_kv_heads));
+  if (s.rope && d_head % 2 != 0)
+    throw ValueError(fmt::format("GroupedQueryAttention: RoPE needs an even head size, got {}", d_head));
+  const std::int64_t kv_width = s.n_kv_heads * d_head;
+  w_q = register_module("w_q", std::make_shared<nn::Linear>(s.d_model, s.d_model, s.bias, gen));
+  w_k = register_module("w_k", std::make_shared<nn::Linear>(s.d_model, kv_width, s.bias, gen));
+  w_v = register_module("w_v", std::make_shared<nn::Linear>(s.d_model, kv_width, s.bias, gen));
+  w_o = register_module("w_o", std::make_shared<nn::Linear>(s.d_model, s.d_model, s.bias, gen));
+}
+
+Tensor GroupedQueryAttention::forward(const Tensor& x, LayerCache* cache) {
+  if (x.dim() != 3 || x.size(2) != shape.d_model)
+    throw ShapeError(
+        fmt::format("GroupedQueryAttention expected [B, T, {}], got {}", shape.d_model, to_string(x.shape())));
+  const std::int64_t T = x.size(1);
+  Tensor q = split_heads((*w_q)(x), shape.n_heads);     // [B, H, T, Dh]
+  Tensor k = split_heads((*w_k)(x), shape.n_kv_heads);  // [B, Hkv, T, Dh]
+  Tensor v = split_heads((*w_v)(x), shape.n_kv_heads);  // [B, Hkv, T, Dh]
+  std::int64_t start = 0;                               // the position of x's first token
+  // EXERCISE 12.6 (5 points, needs 2.4 12.2): start = the cache's length; RoPE from start; append k, v to it.
+  if (cache) start = cache->length();
+  if (shape.rope) {
+    q = rope(q, start, shape.pairing);
+    k = rope(k, start, shape.pairing);
+  }
+  if (cache) {
+    if (start > 0) {
+      k = cat({cache->k, k}, 2);  // [B, Hkv, start + T, Dh]
+      v = cat({cache->v, v}, 2);
+    }
+    cache->k = k;
+    cache->v = v;
+  }
+  // END EXERCISE
+  // Query i (at position start + i) may not see key j > start + i. Without a cache that is flash_attention's
+  // own causal mask; one new token sees the whole cache; several new tokens need the mask shifted by start.
+  Tensor blocked;
+  if (start > 0 && T > 1) {
+    const Tensor key_pos = view(arange(start + T, {DType::int64, x.device()}), {1, start + T});
+    const Tensor query_pos = view(arange(start, start + T, 1, {DType::int64, x.device()}), {T, 1});
+    blocked = view(gt(key_pos, query_pos), {1, 1, T, start + T});
+  }
+  const double scale = 1.0 / std::sqrt(static_cast<double>(d_head));
+  const Tensor context = flash_attention(q, repeat_kv(k, shape.n_heads), repeat_kv(v, shape.n_heads), blocked, scale,
+                                         /*causal=*/start == 0);  // [B, H, T, Dh]
+  return (*w_o)(merge_heads(context));                            // [B, T, D]
+}
+
+}  // namespace stepformer::transformer

@@ -1,0 +1,31 @@
+// Chapter 12. Shape legend in transformer/config.h.
+#include "transformer/rms_norm.h"
+
+#include <fmt/format.h>
+
+#include "autograd/errors.h"
+#include "autograd/ops.h"
+
+namespace stepformer::transformer {
+
+RMSNorm::RMSNorm(std::int64_t d, double e) : dim(d), eps(e) {
+  if (d < 1 || !(e > 0))
+    throw ValueError(fmt::format("RMSNorm: dim must be positive and eps > 0, got {} and {}", d, e));
+  weight = register_parameter("weight", ones({d}));
+}
+
+Tensor RMSNorm::forward(const Tensor& x) {
+  if (x.dim() < 1 || x.size(-1) != dim)
+    throw ShapeError(fmt::format("RMSNorm expected [*, {}], got {}", dim, to_string(x.shape())));
+  // EXERCISE 12.1 (4 points): x / sqrt(mean(x^2 over the last dim) + eps) * weight — no mean subtracted.
+  const Tensor mean_square = mean(x * x, {-1}, true);  // [*, 1]
+  return x * rsqrt(mean_square + eps) * weight;        // [*, D]
+  // END EXERCISE
+}
+
+std::shared_ptr<nn::UnaryModule> make_norm(NormKind kind, std::int64_t dim) {
+  if (kind == NormKind::rms) return std::make_shared<RMSNorm>(dim);
+  return std::make_shared<nn::LayerNorm>(dim);
+}
+
+}  // namespace stepformer::transformer

@@ -1,0 +1,95 @@
+// Chapter 12. Shape legend in transformer/config.h.
+#include "transformer/sampling.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "autograd/errors.h"
+#include "autograd/grad_mode.h"
+#include "autograd/ops.h"
+
+namespace stepformer::transformer {
+
+std::vector<double> sampling_distribution(const std::vector<double>& logits, const SamplingOptions& o) {
+  const std::size_t V = logits.size();
+  if (V == 0) throw ValueError("sampling: no logits");
+  if (!(o.temperature >= 0) || o.top_k < 0 || !(o.top_p > 0 && o.top_p <= 1))
+    throw ValueError(fmt::format("sampling: temperature {} must be >= 0, top_k {} >= 0, top_p {} in (0, 1]",
+                                 o.temperature, o.top_k, o.top_p));
+  std::vector<double> p(V, 0.0);
+  const std::size_t best = static_cast<std::size_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+  if (o.temperature == 0) {
+    p[best] = 1.0;
+    return p;
+  }
+  for (std::size_t v = 0; v < V; ++v) p[v] = std::exp((logits[v] - logits[best]) / o.temperature);
+  std::vector<std::size_t> order(V);  // most likely first; ties by id, so the cut is deterministic
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return p[a] > p[b]; });
+  std::size_t keep = o.top_k > 0 ? std::min<std::size_t>(V, static_cast<std::size_t>(o.top_k)) : V;
+  const double total = std::accumulate(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(keep), 0.0,
+                                       [&](double s, std::size_t v) { return s + p[v]; });
+  // EXERCISE 12.5 (4 points): keep the fewest leading tokens of `order` whose mass reaches top_p * total.
+  double mass = 0;
+  for (std::size_t i = 0; i < keep; ++i) {
+    mass += p[order[i]];
+    if (mass >= o.top_p * total) {  // the token that crosses p is kept: the nucleus is never empty
+      keep = i + 1;
+      break;
+    }
+  }
+  // END EXERCISE
+  double kept = 0;
+  for (std::size_t i = 0; i < keep; ++i) kept += p[order[i]];
+  for (std::size_t i = 0; i < V; ++i) p[order[i]] = i < keep ? p[order[i]] / kept : 0.0;
+  return p;
+}
+
+std::int64_t next_token(const Tensor& logits, const SamplingOptions& o, Generator& gen) {
+  if (logits.dim() != 1)
+    throw ShapeError(fmt::format("next_token expected logits [V], got {}", to_string(logits.shape())));
+  const std::vector<double> p = sampling_distribution(logits.cpu().to_vector<double>(), o);
+  const double u = uniform01(random_bits(gen.seed(), gen.take(1), 0));
+  double cumulative = 0;
+  std::int64_t last = 0;
+  for (std::size_t v = 0; v < p.size(); ++v) {
+    if (p[v] <= 0) continue;
+    last = static_cast<std::int64_t>(v);
+    cumulative += p[v];
+    if (u < cumulative) return last;
+  }
+  return last;  // u within rounding of 1
+}
+
+std::vector<std::int64_t> generate(LanguageModel& model, const std::vector<std::int64_t>& prompt, std::int64_t count,
+                                   const SamplingOptions& o, Generator& gen, bool use_cache) {
+  if (prompt.empty() || count < 0)
+    throw ValueError(
+        fmt::format("generate: needs a prompt and count >= 0, got {} tokens and count {}", prompt.size(), count));
+  const NoGradGuard no_grad;
+  const bool was_training = model.is_training();
+  model.eval();
+  const Device device = model.tokens->weight.device();
+  const auto ids_tensor = [&](std::vector<std::int64_t> ids) {
+    const std::int64_t T = static_cast<std::int64_t>(ids.size());
+    return from_vector(ids, {1, T}, {DType::int64, device});
+  };
+  std::vector<std::int64_t> sequence = prompt, out;
+  KVCache cache = model.make_cache();
+  std::vector<std::int64_t> feed = prompt;  // what the next forward reads
+  for (std::int64_t i = 0; i < count; ++i) {
+    const Tensor logits = use_cache ? model(ids_tensor(feed), &cache) : model(ids_tensor(sequence));  // [1, t, V]
+    const Tensor last = view(narrow(logits, 1, logits.size(1) - 1, 1), {logits.size(2)});
+    const std::int64_t token = next_token(last, o, gen);
+    sequence.push_back(token);
+    out.push_back(token);
+    feed = {token};
+  }
+  model.train(was_training);
+  return out;
+}
+
+}  // namespace stepformer::transformer
