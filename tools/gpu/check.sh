@@ -10,8 +10,8 @@
 #                             GPU, the toy demo on cuda; one log per step in $OUT (default gpu-out), a summary line
 #                             per step on stdout
 #   tools/gpu/check.sh ablation STEPS [ARGS...]   there: chapter 12's ablation on the machine's CPU cores, one
-#                             process per block (1 OpenMP thread each), then the table and picture of all runs
-#                             ($OUT/ablation)
+#                             process per block and seed (seeds 1 and 2, 1 OpenMP thread each), then the table and
+#                             picture of all runs ($OUT/ablation)
 # The tests find their fixtures by the absolute path they were built in, so `run` links that path to here.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -58,9 +58,11 @@ case "${1:-}" in
     shift 2
     mkdir -p "$out" "$bin" && tar xJf .gpu/pack.tar.xz -C "$bin" || exit 1
     export LD_LIBRARY_PATH=$PWD/$bin/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} OMP_NUM_THREADS=1
-    for block in $("$bin/12_modern_lm" --help | grep -o '2017+[a-z-]*' | sort -u) 2017 llama; do
-      "$bin/12_modern_lm" --kjv-file "$bin/kjv.txt" --ablation --blocks "$block" --steps "$steps" --out "$out" "$@" \
-        > "$out/$block.log" 2>&1 &
+    for block in $("$bin/12_modern_lm" --help | sed -n 's/.*--block TEXT:{\([^}]*\)}.*/\1/p' | tr ',' ' '); do
+      for seed in 1 2; do  # one process per block and seed
+        "$bin/12_modern_lm" --kjv-file "$bin/kjv.txt" --ablation --blocks "$block" --seeds 1 --seed "$seed" \
+          --steps "$steps" --out "$out" "$@" > "$out/$block.$seed.log" 2>&1 &
+      done
     done
     wait
     "$bin/12_modern_lm" --ablation --blocks none --out "$out" "$@" ;;
