@@ -1,36 +1,14 @@
 // The 07 demo's training run around the Trainer: see training.h.
 #include "training.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstdio>
 
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
-#include "cpu/peak.h"
 #include "transformer/decoding.h"
 
 namespace ch07 {
-
-std::string duration(double seconds) {
-  const auto s = static_cast<long>(seconds);
-  return s >= 60 ? fmt::format("{}m{:02d}s", s / 60, s % 60) : fmt::format("{}s", s);
-}
-
-void progress(std::int64_t step, std::int64_t total, double loss, double tokens_per_s, double flops_per_s,
-              double elapsed, const std::string& extra) {
-  static const bool tty = isatty(STDOUT_FILENO);
-  const int filled = static_cast<int>(30.0 * static_cast<double>(step) / static_cast<double>(total));
-  const double eta = elapsed / static_cast<double>(step) * static_cast<double>(total - step);
-  // The peak is the CPU's; on another device the line shows no MFU rather than a wrong one.
-  static const double peak = sf::default_device() == sf::kCPU ? sf::cpu::peak_flops(0) : 0;
-  const std::string mfu = peak > 0 ? fmt::format("  MFU {:4.1f}%", 100 * flops_per_s / peak) : "";
-  fmt::print("{}[{}{}] step {:5d}/{}  loss {:.3f}  {:6.0f} tok/s{}  ETA {:>6}{}{}", tty ? "\r" : "",
-             std::string(filled, '#'), std::string(30 - filled, '.'), step, total, loss, tokens_per_s, mfu,
-             duration(eta), extra, tty ? "" : "\n");
-  std::fflush(stdout);
-}
 
 void write_pictures(const Options& o, const std::string& task, const Curves& curves, Transformer& model,
                     const Pair& sample, const Vocabulary& sv, const Vocabulary& tv) {

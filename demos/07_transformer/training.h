@@ -15,11 +15,8 @@ namespace ch07 {
 
 using Clock = std::chrono::steady_clock;
 
-std::string duration(double seconds);  // "1m05s", "42s"
-// One line per report on a pipe (CI logs), a redrawn bar on a terminal.
-// MFU: the model FLOPs done (transformer/flops.h) per second over the machine's measured peak (cpu/peak.h).
-void progress(std::int64_t step, std::int64_t total, double loss, double tokens_per_s, double flops_per_s,
-              double elapsed, const std::string& extra);
+using stepformer::demo::duration;
+using stepformer::demo::progress;
 
 // The losses of a run: the training loss of every step (label-smoothed, so it levels off above 0) and the
 // validation loss every few steps (no smoothing, no dropout: it can approach 0).

@@ -2,7 +2,6 @@
 #include "lm_run.h"
 
 #include <fmt/format.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <cmath>
@@ -10,7 +9,6 @@
 
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
-#include "cpu/peak.h"
 #include "nn/safetensors.h"
 #include "transformer/train.h"
 
@@ -62,15 +60,6 @@ std::pair<double, double> validate(const Options& o, const Corpus& c, LanguageMo
   return {nats, bits_per_byte(nats, tokens, static_cast<std::int64_t>(bytes))};
 }
 
-void progress(std::int64_t step, std::int64_t total, double loss, double tokens_per_s, double flops_per_s,
-              const std::string& extra) {
-  static const bool tty = isatty(STDOUT_FILENO);
-  static const double peak = sf::default_device() == sf::kCPU ? sf::cpu::peak_flops(0) : 0;
-  const std::string mfu = peak > 0 ? fmt::format("  MFU {:4.1f}%", 100 * flops_per_s / peak) : "";
-  fmt::print("{}step {:5d}/{}  loss {:.3f}  {:6.0f} tok/s{}{}{}", tty ? "\r" : "", step, total, loss, tokens_per_s, mfu,
-             extra, tty ? "" : "\n");
-  std::fflush(stdout);
-}
 }  // namespace
 
 Run train_run(const Options& o, const Corpus& c, LanguageModel& model, std::uint64_t seed, bool print) {
@@ -96,8 +85,8 @@ Run train_run(const Options& o, const Corpus& c, LanguageModel& model, std::uint
     }
     const double elapsed = seconds_since(start);
     if (print && (validate_now || s % 25 == 0))
-      progress(s, o.steps, run.train.back(), static_cast<double>(s * o.batch * o.seq_len) / elapsed, flops / elapsed,
-               extra);
+      sf::demo::progress(s, o.steps, run.train.back(), static_cast<double>(s * o.batch * o.seq_len) / elapsed,
+                         flops / elapsed, elapsed, extra);
   }
   run.seconds = seconds_since(start);
   run.tokens_per_s = static_cast<double>(o.steps * o.batch * o.seq_len) / run.seconds;
@@ -144,8 +133,7 @@ void write_parity_file(const Options& o) {
     drawn.push_back(static_cast<std::int64_t>(sf::random_bits(gen.seed(), offset, static_cast<std::uint64_t>(i)) %
                                               static_cast<std::uint64_t>(o.vocab)));
   const sf::Tensor ids = sf::from_vector(drawn, {B, T + 1}, {sf::DType::int64});
-  const sf::Tensor inputs = contiguous(narrow(ids, 1, 0, T)),
-                   targets = contiguous(narrow(ids, 1, 1, T));
+  const sf::Tensor inputs = contiguous(narrow(ids, 1, 0, T)), targets = contiguous(narrow(ids, 1, 1, T));
   const sf::Tensor logits = model(inputs);
   const sf::Tensor loss = sf::cross_entropy(logits, targets);
   loss.backward();

@@ -1,6 +1,7 @@
 #include "demo.h"
 
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -10,6 +11,7 @@
 
 #include "autograd/anomaly.h"
 #include "autograd/ops.h"
+#include "cpu/peak.h"
 #include "nn/safetensors.h"
 
 namespace stepformer::demo {
@@ -207,6 +209,25 @@ std::string format_matrix(const Tensor& matrix, const std::vector<std::string>& 
     out += "\n";
   }
   return out;
+}
+
+std::string duration(double seconds) {
+  const auto s = static_cast<long>(seconds);
+  return s >= 60 ? fmt::format("{}m{:02d}s", s / 60, s % 60) : fmt::format("{}s", s);
+}
+
+void progress(std::int64_t step, std::int64_t total, double loss, double tokens_per_s, double flops_per_s,
+              double elapsed, const std::string& extra) {
+  static const bool tty = isatty(STDOUT_FILENO);
+  const int filled = static_cast<int>(30.0 * static_cast<double>(step) / static_cast<double>(total));
+  const double eta = elapsed / static_cast<double>(step) * static_cast<double>(total - step);
+  // The peak is the CPU's; on another device the line shows no MFU rather than a wrong one.
+  static const double peak = default_device() == kCPU ? cpu::peak_flops(0) : 0;
+  const std::string mfu = peak > 0 ? fmt::format("  MFU {:4.1f}%", 100 * flops_per_s / peak) : "";
+  fmt::print("{}[{}{}] step {:5d}/{}  loss {:.3f}  {:6.0f} tok/s{}  ETA {:>6}{}{}", tty ? "\r" : "",
+             std::string(filled, '#'), std::string(30 - filled, '.'), step, total, loss, tokens_per_s, mfu,
+             duration(eta), extra, tty ? "" : "\n");
+  std::fflush(stdout);
 }
 
 void add_common_options(CLI::App& app, CommonOptions& o) {
