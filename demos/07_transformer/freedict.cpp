@@ -108,7 +108,7 @@ void export_data(const std::filesystem::path& dir, const FreedictData& d,
 int run_freedict(Options o) {
   const auto read_start = Clock::now();
   const FreedictData data(o);
-  const auto& [train, valid, test] = data.tokens;
+  const auto &train = data.tokens.train, &valid = data.tokens.valid, &test = data.tokens.test;  // lambdas capture test
   const std::int64_t steps = o.steps;
   sf::Generator gen(o.common.seed), data_gen(o.common.seed + 1);
   Transformer model(model_config(o, data.src.vocab, data.tgt.vocab), gen, o.tie_output);

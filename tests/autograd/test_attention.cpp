@@ -36,7 +36,7 @@ Tensor composite(const Tensor& q, const Tensor& k, const Tensor& v, Tensor block
   return matmul(dropout(softmax(s, -1), p, p > 0, gen), v);
 }
 
-struct Case {
+struct AttentionCase {
   const char* what;
   std::int64_t B, H, Tq, Tk, Dh, Dv;
   bool pad = false, causal = false, subsequent = false;
@@ -48,7 +48,7 @@ struct Case {
 
 TEST_CASE("flash_attention equals the composite attention, forward and every gradient, for every mask",
           "[attention][values]") {
-  const Case cases[] = {
+  const AttentionCase cases[] = {
       {"no mask, one query", 1, 1, 1, 5, 4, 4},
       {"no mask, Tq 133 != Tk 33, Dh 8 != Dv 5 (partial tiles)", 2, 1, 133, 33, 8, 5},
       {"pad mask [B, 1, 1, Tk]", 2, 3, 9, 140, 4, 6, true},
@@ -62,7 +62,7 @@ TEST_CASE("flash_attention equals the composite attention, forward and every gra
       {"causal, scores rising, T 260", 1, 1, 260, 260, 4, 4, false, true, false, 0, true},
   };
   for (const DType dt : {DType::float64, DType::float32})
-    for (const Case& c : cases) {
+    for (const AttentionCase& c : cases) {
       DYNAMIC_SECTION(dtype_name(dt) << ": " << c.what) {
         Tensor q = input({c.B, c.H, c.Tq, c.Dh}, 1, dt), k = input({c.B, c.H, c.Tk, c.Dh}, 2, dt);
         const Tensor v = input({c.B, c.H, c.Tk, c.Dv}, 3, dt), g = input({c.B, c.H, c.Tq, c.Dv}, 4, dt).detach();

@@ -30,8 +30,9 @@ int prove(const fs::path& root, const std::vector<Exercise>& all, const std::vec
           const Builds& build, const fs::path& table_file) {
   int problems = 0;
   for (const auto& [slug, file] : exercises::named_mistakes(root)) {
-    const bool planted = std::any_of(bank.begin(), bank.end(), [&](const exercises::BankEntry& e) {
-      return e.wrong && lowercase(e.expect) == "mistake " + slug;
+    const std::string expect = "mistake " + slug;  // (clang 14 cannot capture a structured binding)
+    const bool planted = std::any_of(bank.begin(), bank.end(), [&expect](const exercises::BankEntry& e) {
+      return e.wrong && lowercase(e.expect) == expect;
     });
     if (!planted) {
       ++problems;

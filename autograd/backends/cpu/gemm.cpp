@@ -309,10 +309,12 @@ void CpuBackend::gemm(const TensorDesc& c, const TensorDesc& a, const TensorDesc
     using TC = decltype(tc);
     using TA = decltype(tab);
     using T = std::conditional_t<std::is_same_v<TC, bfloat16>, float, TC>;  // the type it computes in
+    // An empty tensor's data is null, and null plus an offset is undefined (clang's UBSan says so): it stays null.
+    auto at = [&](auto* p, const TensorDesc& t, std::int64_t bi) { return p == nullptr ? p : p + offset(t, bi); };
     auto one = [&](std::int64_t bi, int threads) {
-      const MatrixView<const TA> av{ptr<const TA>(a) + offset(a, bi), a.strides[nd - 2], a.strides[nd - 1]};
-      const MatrixView<const TA> bv{ptr<const TA>(b) + offset(b, bi), b.strides[nd - 2], b.strides[nd - 1]};
-      TC* const cp = ptr<TC>(c) + offset(c, bi);
+      const MatrixView<const TA> av{at(ptr<const TA>(a), a, bi), a.strides[nd - 2], a.strides[nd - 1]};
+      const MatrixView<const TA> bv{at(ptr<const TA>(b), b, bi), b.strides[nd - 2], b.strides[nd - 1]};
+      TC* const cp = at(ptr<TC>(c), c, bi);
       const std::int64_t rs = c.strides[nd - 2], cs = c.strides[nd - 1];
       if constexpr (std::is_same_v<T, TC>) {
         cpu::gemm<T, TA>(M, N, K, static_cast<T>(alpha), av, bv, static_cast<T>(beta), {cp, rs, cs}, threads);
