@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
 # The exercises' CI proof (docs/exercises.md), run by CTest, on a workspace with two builds as ./run grade
-# makes them (the tests with g++; cuda_tests in cuda-sim's checking build, where chapter 09 is counted):
-#  1. a fresh workspace builds (warnings are errors) and scores 0, every exercise failing with NotImplemented;
-#  2. the same workspace with every body of each marked region in one build, chosen at run time by
-#     STEPFORMER_EXERCISE_BODIES (an incremental rebuild: only the marked files): each exercise's tests pass
-#     exactly when it and the exercises it needs are restored, and every other exercise still fails; then the
-#     bug bank (tools/exercises/bank): every wrong solution scores 0 with a first failure naming its mistake,
-#     every alternative solution full points. The bank's table is written to WORK_DIR.bank.md;
+# makes them (the tests with g++; cuda_tests in cuda-sim's checking build, where chapter 09 is counted). The
+# proof builds once: a --bank workspace holds every body of each marked region (the reference's, each bug-bank
+# entry's, the stub), chosen at run time by STEPFORMER_EXERCISE_BODIES (none named: the stub).
+#  1. with no body named it scores 0, every exercise failing with NotImplemented, as a fresh workspace does;
+#     a fresh workspace (stubs only) compiles, warnings being errors: each source its stubs reach (below) is
+#     compiled from a fresh copy with -fsyntax-only by the g++ build's own command, the kernels (.cu) by clang's
+#     too (every other source is the same file in both workspaces);
+#  2. each exercise's tests pass exactly when it and the exercises it needs are restored, and every other
+#     exercise still fails; then the bug bank (tools/exercises/bank): every wrong solution scores 0 with a first
+#     failure naming its mistake, every alternative solution full points. The bank's table goes to WORK_DIR.bank.md;
 #  3. with every body the reference's, it scores full points.
 # Usage: check.sh SOURCE_DIR REFERENCE_BUILD_DIR WORK_DIR
 set -euo pipefail
-src=$1 ref=$2 work=$3
+src=$1 ref=$2 work=$3 fresh=$3.fresh
 tool=$ref/bin/exercises
 kernels=(-DCMAKE_CXX_COMPILER=clang++ -DSTEPFORMER_CUDASIM_CHECK=ON)  # chapter 09 is graded on cuda-sim's counters
 configure() {  # configure DIR [options]: the grade builds, as ./run grade makes them
@@ -25,25 +28,57 @@ test_targets() {
   cmake --build "$work/build/grade" --target help | grep -w distributed_tests >/dev/null && t+=(distributed_tests)
   echo "${t[@]}"
 }
-echo "== 1. a fresh workspace"
-rm -rf "$work"
-"$tool" --root "$src" workspace "$work"
+# Build DIR's compile commands (compile_commands.json, JSON escapes undone) of the sources that match PATTERN,
+# reading the fresh copy.
+fresh_commands() {
+  grep -E '^ *"command": ' "$1/compile_commands.json" | sed -E 's/^ *"command": "(.*)",?$/\1/; s/\\"/"/g; s/\\\\/\\/g' |
+    grep -E " -c $work/$2\$" | sed "s#$work/#$fresh/#g; s#$fresh/build/#$work/build/#g"
+}
+# The sources a fresh workspace's stubs can break: the marked ones, and those that include a marked header
+# (directly or through other headers of the library). bfloat16.h is left out of the headers: its exercise is an
+# inline function, not a template, so any source that includes it (every marked one does) compiles it whole.
+stub_sources() {
+  local trees=(autograd nn transformer distributed tests) marked headers names found
+  includers() { [ -z "$names" ] || (cd "$fresh" && grep -rlE "#include [\"<]([^\">]*/)?($names)[\">]" "${trees[@]}" "$@" || true); }
+  marked=$(cd "$fresh" && grep -rlE '^ *// EXERCISE [0-9]+\.[0-9]+ \(' "${trees[@]}")
+  headers=$(grep -E '\.(h|cuh)$' <<<"$marked" | { grep -v '/bfloat16\.h$' || true; } | sort -u)
+  while :; do
+    names=$(for h in $headers; do basename "$h"; done | sort -u | sed 's/\./\\./g' | paste -sd'|')
+    found=$( (echo "$headers"; includers --include='*.h' --include='*.cuh') | sed '/^$/d' | sort -u)
+    [ "$found" = "$headers" ] && break
+    headers=$found
+  done
+  (grep -E '\.(cpp|cu)$' <<<"$marked"; includers --include='*.cpp' --include='*.cu') | sort -u | sed 's/\./\\./g' |
+    paste -sd'|' | sed 's/.*/(&)/'
+}
+echo "== 1. one build of a --bank workspace; with no body named it scores 0, and a fresh workspace compiles"
+rm -rf "$work" "$fresh"
+"$tool" --root "$src" workspace "$work" --bank
 configure "$work/build/grade"
 configure "$work/build/grade-kernels" "${kernels[@]}"
 cmake --build "$work/build/grade" -j2 --target $(test_targets) exercises
 cmake --build "$work/build/grade-kernels" -j2 --target cuda_tests
-"$tool" --root "$work" grade "${builds[@]}" --expect stubbed
+env -u STEPFORMER_EXERCISE_BODIES "$tool" --root "$src" grade "${builds[@]}" --expect stubbed
+"$tool" --root "$src" workspace "$fresh"
+sources=$(stub_sources)
+commands=$( (fresh_commands "$work/build/grade" "$sources"; fresh_commands "$work/build/grade-kernels" ".*\.cu") )
+for f in transformer/src/attention.cpp autograd/backends/cpu/loss.cpp; do  # a marked source; one that instantiates
+  grep -q " -c $fresh/$f\$" <<<"$commands" || { echo "FAILED: no compile command reads the fresh copy's $f"; exit 1; }
+done
+xargs -d '\n' -P2 -I{} sh -c '{} -fsyntax-only' <<<"$commands" ||
+  { echo "FAILED: a fresh workspace's library does not compile (above)"; exit 1; }
+echo "the fresh workspace's stubs compile: $(grep -c . <<<"$commands") compilations of the sources they reach"
 # WORKSPACE.md locates each exercise by file, function and marker (a workspace's stubs move every line): no
 # line numbers, and each row's file holds its marker and a definition of each function it names.
-guide=$work/WORKSPACE.md
+guide=$fresh/WORKSPACE.md
 ! grep -nE '\.(cpp|h|cu|cuh):[0-9]+' "$guide" || { echo "FAILED: $guide cites line numbers"; exit 1; }
 rows=0
 while IFS='|' read -r _ number _ file functions _; do
   number=$(echo $number) file=$(echo "$file" | tr -d '` ')
-  [ -f "$work/$file" ] && grep -q "// EXERCISE $number (" "$work/$file" ||
+  [ -f "$fresh/$file" ] && grep -q "// EXERCISE $number (" "$fresh/$file" ||
     { echo "FAILED: WORKSPACE.md: exercise $number's marker is not in $file"; exit 1; }
   for f in $(echo "$functions" | grep -o '`[^`]*`' | tr -d '`'); do
-    grep -rqE "^[^ /].*\b${f//\(\)/\\(\\)} *\(" "$work/autograd" "$work/nn" "$work/transformer" "$work/distributed" ||
+    grep -rqE "^[^ /].*\b${f//\(\)/\\(\\)} *\(" "$fresh/autograd" "$fresh/nn" "$fresh/transformer" "$fresh/distributed" ||
       { echo "FAILED: WORKSPACE.md: exercise $number names $f, defined nowhere in the library"; exit 1; }
   done
   rows=$((rows + 1))
@@ -51,9 +86,6 @@ done < <(grep -E '^\| [0-9]+\.[0-9]+ \|' "$guide")
 [ "$rows" -gt 0 ] || { echo "FAILED: WORKSPACE.md lists no exercise"; exit 1; }
 echo "WORKSPACE.md: $rows exercises, each by file, function and marker"
 echo "== 2. each exercise restored alone, then the bug bank"
-"$tool" --root "$src" workspace "$work" --bank --marked-only
-cmake --build "$work/build/grade" -j2 --target $(test_targets)
-cmake --build "$work/build/grade-kernels" -j2 --target cuda_tests
 "$tool" --root "$src" prove "${builds[@]}" --table "$work.bank.md"
 echo "== 3. the reference: every body the repository's, full points"
 STEPFORMER_EXERCISE_BODIES='*=reference' "$tool" --root "$src" grade "${builds[@]}" --json "$work.reference.json" \
