@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "autograd/autocast.h"
+#include "autograd/ops.h"
 #include "lm_run.h"
 
 using namespace ch12;
@@ -25,6 +26,29 @@ void blocks(const Options& o, std::int64_t vocab) {
     fmt::print("  {:<14} {:>9} parameters  KV cache {:>6} bytes/token  ({} key/value heads)\n", name,
                model.parameter_count(), kv_cache_bytes_per_token(cfg), cfg.n_kv_heads);
   }
+}
+
+// RoPE's picture: the score (R_m q) . (R_n k) of a query at position m and a key at n <= m, against the distance
+// m - n, for two query positions, drawn with transformer::rope itself (q = k = ones: every pair counts alike;
+// head size 32, the default model's, whatever the options, so that the doc's copy is checked by CI's small run).
+// The two curves are one: the score depends on the distance only. It also falls, unevenly, with the distance
+// (RoFormer section 3.4.3: the pairs' slow and fast rotations stop agreeing).
+void rope_picture(const std::filesystem::path& out) {
+  const std::int64_t head_dim = 32, span = 128;
+  const sf::Tensor ones = sf::ones({1, 1, 1, head_dim});
+  std::vector<sf::demo::Series> curves;
+  for (const std::int64_t m : {span, 8 * span}) {
+    const sf::Tensor q = rope(ones, m);
+    sf::demo::Series curve{fmt::format("query at position {}", m), {}};
+    for (std::int64_t d = 0; d <= span; ++d) {
+      curve.values.push_back(sf::sum(q * rope(ones, m - d)).item());
+      curve.x.push_back(static_cast<double>(d));
+    }
+    curves.push_back(std::move(curve));
+  }
+  sf::demo::write_output(out, "12_rope.svg",
+                         sf::demo::line_chart_svg(curves, "RoPE: the score of q and k by their distance (head size 32)",
+                                                  "distance m - n (tokens)", "(R_m q) . (R_n k), q = k = ones"));
 }
 }  // namespace
 
@@ -78,6 +102,7 @@ int main(int argc, char** argv) {
     }
     const Corpus corpus = load_corpus(o);
     blocks(o, corpus.vocab.size());
+    rope_picture(o.common.out);
     if (o.ablation) {
       ablation(o, &corpus);
       return 0;
