@@ -122,6 +122,20 @@ void sample_and_time(const Options& o, const Corpus& c, LanguageModel& model) {
              n, n / seconds[1], n / seconds[0], seconds[0] / seconds[1], out[0] == out[1] ? "yes" : "NO");
 }
 
+namespace {
+// The model's shape as tools/compare reads it.
+sf::nn::Metadata config_metadata(const std::string& block, const LMConfig& cfg) {
+  return {{"block", block},
+          {"n_layers", std::to_string(cfg.n_layers)},
+          {"d_model", std::to_string(cfg.d_model)},
+          {"n_heads", std::to_string(cfg.n_heads)},
+          {"n_kv_heads", std::to_string(cfg.n_kv_heads)},
+          {"swiglu_hidden", std::to_string(swiglu_hidden(cfg.d_ff))},
+          {"rope_pairing", cfg.rope_pairing == RopePairing::half ? "half" : "adjacent"},
+          {"eps", "1e-05"}};
+}
+}  // namespace
+
 void write_parity_file(const Options& o) {
   sf::Generator gen(o.common.seed);
   const LMConfig cfg = config_for(o, o.block, o.vocab);
@@ -143,16 +157,27 @@ void write_parity_file(const Options& o) {
   out["output.logits"] = logits.detach();
   out["output.loss"] = loss.detach();
   for (const auto& [name, p] : model.named_parameters()) out["grad." + name] = p.grad();
-  const sf::nn::Metadata meta{{"block", o.block},
-                              {"n_layers", std::to_string(cfg.n_layers)},
-                              {"d_model", std::to_string(cfg.d_model)},
-                              {"n_heads", std::to_string(cfg.n_heads)},
-                              {"n_kv_heads", std::to_string(cfg.n_kv_heads)},
-                              {"swiglu_hidden", std::to_string(swiglu_hidden(cfg.d_ff))},
-                              {"rope_pairing", cfg.rope_pairing == RopePairing::half ? "half" : "adjacent"},
-                              {"eps", "1e-05"}};
-  sf::nn::save_safetensors(o.parity, out, meta);
+  sf::nn::save_safetensors(o.parity, out, config_metadata(o.block, cfg));
   fmt::print("wrote {}: {} tensors, loss {:.6f}\n", o.parity, out.size(), loss.item());
+}
+
+void write_data_file(const Options& o, const Corpus& c) {
+  sf::Generator gen(o.common.seed);  // as main() makes the model it trains
+  const LMConfig cfg = config_for(o, o.block, c.vocab.size());
+  LanguageModel model(cfg, gen);
+  sf::nn::StateDict out = model.state_dict();
+  for (const auto& [name, stream] : {std::pair{"data.train", &c.train}, {"data.valid", &c.valid}})
+    out[name] = sf::from_vector(stream->ids, {static_cast<std::int64_t>(stream->ids.size())}, {sf::DType::int64});
+  sf::nn::Metadata meta = config_metadata(o.block, cfg);
+  meta["vocab"] = std::to_string(c.vocab.size());
+  meta["valid_bytes"] = std::to_string(c.valid.bytes);
+  meta["batch"] = std::to_string(o.batch);
+  meta["seq_len"] = std::to_string(o.seq_len);
+  meta["lr"] = fmt::format("{}", o.lr);
+  meta["valid_windows"] = std::to_string(o.valid_windows);
+  sf::nn::save_safetensors(o.export_data, out, meta);
+  fmt::print("wrote {}: the {} model's starting weights, {} training and {} validation tokens\n", o.export_data,
+             o.block, c.train.ids.size(), c.valid.ids.size());
 }
 
 }  // namespace ch12

@@ -24,6 +24,7 @@ struct Options {
   bool ablation = false;
   std::vector<std::string> blocks;  // the ablation's blocks; empty: all (lm_config_names()); "none": gather only
   std::string parity;               // a file for tools/compare/torch_lm.py
+  std::string export_data;          // a file for tools/compare/torch_lm_bpb.py
   std::string kjv_file;             // the output of `bible -f Gen1:1-Rev22:21`, where the package is missing
   std::int64_t seeds = 2;
 };
@@ -61,5 +62,9 @@ void ablation(const Options& o, const Corpus* c);
 // The chosen block at this size with random weights, one batch of random ids, its logits, its loss's gradient of
 // every parameter, and the configuration, in one safetensors file: what tools/compare/torch_lm.py recomputes.
 void write_parity_file(const Options& o);
+
+// What tools/compare/torch_lm_bpb.py trains from: the weights a run of these options starts from, both token
+// streams, and the recipe (batch, length, learning rate, validation windows, the validation text's bytes).
+void write_data_file(const Options& o, const Corpus& c);
 
 }  // namespace ch12

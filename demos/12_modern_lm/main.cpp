@@ -87,6 +87,9 @@ int main(int argc, char** argv) {
   app.add_option("--parity", o.parity,
                  "write the block's weights, a batch, its logits and gradients to FILE for "
                  "tools/compare/torch_lm.py, and stop");
+  app.add_option("--export-data", o.export_data,
+                 "write the starting weights, both token streams and the recipe to FILE for "
+                 "tools/compare/torch_lm_bpb.py, and stop");
   CLI11_PARSE(app, argc, argv);
   try {
     if (o.heads < 1 || o.d_model % o.heads != 0 || (o.d_model / o.heads) % 2 != 0)
@@ -101,6 +104,10 @@ int main(int argc, char** argv) {
       return 0;
     }
     const Corpus corpus = load_corpus(o);
+    if (!o.export_data.empty()) {
+      write_data_file(o, corpus);
+      return 0;
+    }
     blocks(o, corpus.vocab.size());
     rope_picture(o.common.out);
     if (o.ablation) {
