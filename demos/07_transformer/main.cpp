@@ -94,6 +94,10 @@ int run_numerals(Options o) {
   const double exact = exact_match(model, test, vocab.src, vocab.tgt);
   fmt::print("numerals exact match on {} held-out numbers: {:.1f}%\n", test.size(), 100 * exact);
   write_pictures(o, "numerals", curves, model, numeral_pair(10003), vocab.src, vocab.tgt);
+  if (100 * exact < o.floor) {
+    fmt::print("below the floor of {:.1f}% (--floor): this recipe used to do better here\n", o.floor);
+    return 1;
+  }
   return 0;
 }
 
@@ -150,6 +154,7 @@ int main(int argc, char** argv) {
   sf::demo::add_common_options(app, o.common);
   app.add_option("--steps", o.steps, "training steps (default: 150 toy, 5000 numerals, freedict: its recipe)");
   app.add_option("--batch", o.batch, "pairs per batch (numerals)")->capture_default_str();
+  app.add_option("--floor", o.floor, "numerals: exit 1 when the exact match ends below this percentage (for tests)");
   app.add_option("--lr-factor", o.lr_factor,
                  "factor of the warmup schedule (default: 0.3 toy, 1 numerals, freedict: its recipe)");
   app.add_option("--warmup", o.warmup,

@@ -16,6 +16,7 @@ using namespace stepformer::transformer;
 struct Options {
   sf::demo::CommonOptions common;
   std::int64_t steps = 0;  // 0: the task's default
+  double floor = 0;        // numerals: exit 1 when the exact match (%) ends below it
   std::int64_t batch = 64;
   double lr_factor = 0;     // 0: the task's default
   std::int64_t warmup = 0;  // 0: the task's default
