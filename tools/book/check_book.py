@@ -1,0 +1,163 @@
+#!/usr/bin/env python3
+"""Read the built book in headless Chromium (Debian's chromium + chromium-driver, through python3-selenium)
+and report what a reader would trip over:
+
+- console error   anything the page logs at error level (a script that failed, a file that did not load)
+- bad formula     a KaTeX error box, a .math element KaTeX did not typeset, or raw $$ left in the text
+- missing image   an <img> with no decoded pixels
+- broken link     an internal link to a file that is not there, or to an anchor the page does not have
+- stale source    a definition link whose line, in today's source file, does not define the name it shows
+- search          search.html?q=WORD finds no section, or none on the page expected
+
+    tools/book/check_book.py BOOK_DIR [--search softmax=02_attention.html]
+
+Exit status 0 when every page is clean, 1 with one line per problem (category first) otherwise. The book is
+served over HTTP on the loopback address, as `./run book --serve` serves it.
+"""
+import argparse
+import functools
+import http.server
+import re
+import sys
+import threading
+import urllib.parse
+from pathlib import Path
+
+try:
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+    from selenium.webdriver.support.ui import WebDriverWait
+except ImportError:
+    webdriver = None
+
+NEEDS = "Debian's chromium, chromium-driver and python3-selenium (./run test installs them)"
+ROOT = Path(__file__).resolve().parents[2]
+
+PAGE_REPORT = """
+const out = {katexErrors: [], untypeset: 0, rawMath: false, images: [], links: [], defs: []};
+for (const e of document.querySelectorAll('.katex-error')) out.katexErrors.push(e.getAttribute('title') || e.textContent);
+for (const e of document.querySelectorAll('.math')) if (!e.querySelector('.katex')) out.untypeset++;
+const clone = document.querySelector('main').cloneNode(true);
+for (const e of clone.querySelectorAll('pre, code')) e.remove();
+// $$ or $x$ left as text: a formula the build did not hand to KaTeX
+out.rawMath = /\\$\\$|(^|[^\\\\\\w])\\$[^\\s$][^$]*[^\\s$]\\$/.test(clone.textContent);
+for (const img of document.images) if (!img.complete || img.naturalWidth === 0) out.images.push(img.getAttribute('src'));
+for (const a of document.querySelectorAll('a[href]')) out.links.push(a.href);
+for (const a of document.querySelectorAll('a.def')) out.defs.push([a.href, a.dataset.name]);
+return out;
+"""
+
+
+class QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+def serve(directory):
+    handler = functools.partial(QuietHandler, directory=str(directory))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def browser():
+    options = webdriver.ChromeOptions()
+    options.binary_location = "/usr/bin/chromium"
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1400,1000"):
+        options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    return webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
+
+
+def ids_in(path, cache={}):
+    if path not in cache:
+        cache[path] = set(re.findall(r'\sid="([^"]+)"', path.read_text(errors="replace")))
+    return cache[path]
+
+
+def defines(source_line, name):
+    """Does this line of today's source define `name` (a function, constructor or type)?"""
+    return re.search(r"(^|[\s:*&~])" + re.escape(name) + r"\s*\(", source_line) is not None or \
+        re.search(r"\b(class|struct)\s+(\[\[\w+\]\]\s*)?" + re.escape(name) + r"\b", source_line) is not None
+
+
+def check(book, searches):
+    book = book.resolve()
+    server = serve(book)
+    base = f"http://127.0.0.1:{server.server_address[1]}/"
+    problems, to_visit, visited = [], ["index.html"], set()
+    for page in sorted(book.glob("*.html")):
+        to_visit.append(page.name)
+    driver = browser()
+    try:
+        while to_visit:
+            rel = to_visit.pop(0)
+            if rel in visited:
+                continue
+            visited.add(rel)
+            driver.get(base + rel)
+            WebDriverWait(driver, 20).until(lambda d: d.execute_script("return document.body.dataset.ready === '1'"))
+            report = driver.execute_script(PAGE_REPORT)
+            for entry in driver.get_log("browser"):
+                if entry["level"] == "SEVERE":
+                    problems.append(f"console error: {rel}: {entry['message']}")
+            for message in report["katexErrors"]:
+                problems.append(f"bad formula: {rel}: {message}")
+            if report["untypeset"]:
+                problems.append(f"bad formula: {rel}: {report['untypeset']} formulas not typeset")
+            if report["rawMath"] and not rel.startswith("src/"):  # source comments hold shell's $x, not TeX
+                problems.append(f"bad formula: {rel}: TeX left as text ($$ or $...$): a formula never typeset")
+            for src in report["images"]:
+                problems.append(f"missing image: {rel}: {src}")
+            for href in report["links"]:
+                if not href.startswith(base):
+                    continue  # the web: not this book's to check
+                target, _, anchor = urllib.parse.unquote(href[len(base):]).partition("#")
+                target = target.split("?")[0] or "index.html"
+                file = book / target
+                if not file.is_file():
+                    problems.append(f"broken link: {rel}: {target} does not exist")
+                elif anchor and anchor not in ids_in(file):
+                    problems.append(f"broken link: {rel}: {target} has no anchor #{anchor}")
+                elif target.endswith(".html") and (target.count("/") == 0 or target.startswith("src/")):
+                    to_visit.append(target)
+            for href, name in report["defs"]:
+                target, _, anchor = urllib.parse.unquote(href[len(base):]).partition("#")
+                source = ROOT / re.sub(r"^src/|\.html$", "", target)
+                line = int(anchor[1:]) if anchor.startswith("L") and anchor[1:].isdigit() else 0
+                lines = source.read_text(errors="replace").split("\n") if source.is_file() else []
+                if not 0 < line <= len(lines) or not defines(lines[line - 1], name):
+                    problems.append(f"stale source: {rel}: {name} -> {target}#{anchor} is not its definition today")
+        for word, expected in searches:
+            driver.get(base + "search.html?q=" + urllib.parse.quote(word))
+            WebDriverWait(driver, 20).until(lambda d: d.execute_script("return document.body.dataset.ready === '1'"))
+            hits = driver.execute_script("return [...document.querySelectorAll('#search-results a')].map(a => a.getAttribute('href'))")
+            if not any(h.split("#")[0] == expected for h in hits):
+                problems.append(f"search: '{word}' found {len(hits)} sections, none on {expected}")
+    finally:
+        driver.quit()
+        server.shutdown()
+    return problems, len(visited)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("book", type=Path)
+    parser.add_argument("--search", action="append", default=[], metavar="WORD=PAGE",
+                        help="a word search must find on PAGE (repeatable)")
+    args = parser.parse_args()
+    if webdriver is None or not Path("/usr/bin/chromium").exists() or not Path("/usr/bin/chromedriver").exists():
+        print(f"check_book: cannot start a browser: this needs {NEEDS}")
+        return 2
+    if not (args.book / "index.html").is_file():
+        print(f"check_book: {args.book} holds no book (tools/book/build_book.py --out {args.book})")
+        return 2
+    problems, pages = check(args.book, [tuple(s.split("=", 1)) for s in args.search])
+    for p in problems:
+        print(p)
+    print(f"{pages} pages read in Chromium: {len(problems)} problems")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,234 @@
+#!/usr/bin/env python3
+"""Docs that cannot drift: everything README.md and docs/*.md name must exist in today's tree.
+
+    tools/book/check_docs.py [--bin DIR] [--readme FILE --docs DIR]
+
+- links      every relative link names a file that exists, and a #anchor names a heading of that file
+- files      every path in code font (`autograd/src/engine.cpp`, `engine.cpp`, `tools/book/`) exists
+- names      every function or type in code font (`split_heads()`, `nn::Linear`, `MultiHeadAttention`)
+             is a name some source file uses
+- tests      a code-font name after the word "test" is (part of) a TEST_CASE or CTest name
+- commands   `./run X` names a branch of ./run; `NAME --flag ...` for a program in --bin runs `NAME
+             [subcommand] --help`, which must succeed and list every --flag the doc uses
+- exercises  every exercise table's points (and exercises.md's needs) are the marker's in the source, and
+             exercises.md lists every marked exercise
+- chapters   every chapter opens with what the reader will be able to do after it
+- numbers    a section that quotes a benchmark's time or rate names the machine it ran on and the
+             command that measured it
+
+Prints one line per problem and exits 1 if there is any.
+"""
+import argparse
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(Path(__file__).parent))
+from build_book import github_slug  # noqa: E402  (the book's anchors are GitHub's: one slug function)
+
+SOURCE_DIRS = ("autograd", "nn", "transformer", "distributed", "files", "demos", "tools", "tests", "bench", "fuzz")
+TOP = ("autograd/", "nn/", "transformer/", "distributed/", "files/", "demos/", "tools/", "tests/", "bench/",
+       "fuzz/", "docs/", "cmake/", ".ci/")
+# Files a doc names that live outside this tree, on purpose.
+ELSEWHERE = {"zero.cuh": "llm.c's ZeRO code, cited in docs/10", "transformer-pytorch.md": "a seed walkthrough (shared/seeds)",
+             "cuda_runtime.h": "CUDA's runtime header, from the toolkit"}
+MACHINE = re.compile(r"Zen ?\d|EPYC|Xeon|Sapphire|H100|H200|GPU|cores?\b|this machine|the same machine", re.I)
+MEASURE = re.compile(r"\d[\d,.]*\s?(ms|GFLOP/s|tokens/s|tok/s|µs)\b")
+
+
+def prose_and_code(text):
+    """The doc with fenced blocks removed, and its inline code spans as (line number, span) pairs."""
+    kept, in_fence = [], False
+    for line in text.split("\n"):
+        if re.match(r"\s*(```|~~~)", line):
+            in_fence = not in_fence
+            kept.append("")
+            continue
+        kept.append("" if in_fence else line)
+    spans = [(n + 1, m.group(2), (kept[n - 1] if n else "") + " " + line[:m.start()]) for n, line in enumerate(kept)
+             for m in re.finditer(r"(`+)(.+?)\1", line)]
+    return "\n".join(kept), spans
+
+
+def headings(md):
+    seen = {}
+    return {github_slug(re.sub(r"[`*]|\[([^\]]*)\]\([^)]*\)", r"\1", h).strip(), seen)
+            for h in re.findall(r"^#{1,6} (.+)$", prose_and_code(md.read_text())[0], re.M)}
+
+
+class Checker:
+    def __init__(self, bin_dir):
+        self.bin = bin_dir
+        self.problems = []
+        files = [p for d in SOURCE_DIRS for p in (ROOT / d).rglob("*")
+                 if p.is_file() and "planted" not in p.name and "planted" not in p.parent.name]  # not the fixtures
+        self.basenames = {p.name for p in files} | {p.name for p in ROOT.iterdir()}
+        words = set()
+        for p in files:
+            if p.suffix in {".cpp", ".h", ".cu", ".cuh", ".py", ".txt", ".cmake", ".sh"}:
+                words |= set(re.findall(r"[A-Za-z_]\w*", p.read_text(errors="replace")))
+        self.words = words
+        self.source_text = "\n".join(p.read_text(errors="replace") for p in files if p.suffix in {".cpp", ".h", ".cu", ".py", ".sh", ".txt"})
+        self.source_text += (ROOT / "run").read_text()
+        self.tests = set()
+        for p in files:
+            text = p.read_text(errors="replace")
+            self.tests |= set(re.findall(r'TEST_CASE\(\s*"([^"]+)"', text))
+            self.tests |= set(n.replace("\\,", ",") for n in re.findall(r'add_test\(NAME\s+"([^"]+)"', text))
+        self.run_branches = set(re.findall(r"^  ([\w|]+)\)", (ROOT / "run").read_text(), re.M))
+        self.run_branches = {b for group in self.run_branches for b in group.split("|")}
+        self.helps = {}
+
+    def report(self, doc, line, what):
+        self.problems.append(f"{doc.relative_to(ROOT) if doc.is_relative_to(ROOT) else doc}:{line}: {what}")
+
+    def links(self, doc, text):
+        for n, line in enumerate(prose_and_code(text)[0].split("\n"), 1):
+            for target in re.findall(r"\]\(([^)\s]+)\)", re.sub(r"`[^`]*`", "", line)):
+                if re.match(r"^[a-z]+:", target):
+                    continue
+                path, _, anchor = target.partition("#")
+                file = (doc.parent / path).resolve() if path else doc
+                if not file.exists():
+                    self.report(doc, n, f"link to {path}, which does not exist")
+                elif anchor and file.suffix == ".md" and anchor not in headings(file):
+                    self.report(doc, n, f"link to {target}: {file.name} has no heading #{anchor}")
+
+    def spans(self, doc, spans):
+        for n, span, before in spans:
+            span = span.strip()
+            if re.fullmatch(r"(\.?\.?/)?[\w.-]+(/[\w.*-]+)+/?", span) and span.startswith(TOP + ("./", "../")):
+                path = (doc.parent / span if span.startswith("../") else ROOT / span)
+                included = span.endswith((".h", ".cuh")) and any(ROOT.glob(f"**/include/{span}"))
+                if "*" not in span and not path.exists() and not included:
+                    self.report(doc, n, f"`{span}` does not exist")
+            elif re.fullmatch(r"[\w-]+\.(cpp|h|cu|cuh|py|sh|cmake|md|json|txt)", span):
+                if span not in self.basenames and span not in self.source_text and span not in ELSEWHERE:
+                    self.report(doc, n, f"`{span}`: no file of that name, and no source writes or reads one")
+            elif m := re.fullmatch(r"((?:\w+::)*)(~?[A-Za-z_]\w*)(\(\))?", span):
+                if (m.group(1) or m.group(3)) and m.group(2).lstrip("~") not in self.words:
+                    self.report(doc, n, f"`{span}`: no source file uses the name {m.group(2)}")
+            if re.search(r"\btests?\b(?![/:])[^`]{0,30}$", before) and len(span.split()) >= 3 and not re.search(r"[(/=]|--", span):
+                name = span.replace("\\,", ",").rstrip(".*").strip()
+                if not any(name in t for t in self.tests):
+                    self.report(doc, n, f"`{span}`: no test has that name")
+            self.command(doc, n, span)
+
+    def command(self, doc, n, span):
+        if m := re.match(r"\./run(?: (\w+))?", span):
+            if m.group(1) and m.group(1) not in self.run_branches:
+                self.report(doc, n, f"`{span}`: ./run has no '{m.group(1)}'")
+            return
+        try:
+            words = shlex.split(span)
+        except ValueError:
+            return
+        if not words:
+            return
+        program = Path(words[0]).name
+        if not self.bin or not (self.bin / program).is_file() or not re.fullmatch(r"[\w-]+", program):
+            return
+        sub = [words[1]] if len(words) > 1 and re.fullmatch(r"[a-z]+", words[1]) else []
+        key = (program, *sub)
+        # A subcommand's options are its own and the program's (CLI11 lists them apart).
+        helps = [self.help((program,))] + ([self.help(key)] if sub else [])
+        if None in helps:
+            self.report(doc, n, f"`{span}`: `{' '.join(key)} --help` fails")
+            return
+        help_text = "\n".join(helps)
+        for flag in re.findall(r"(?<![\w-])(--[a-z][\w-]*)", span):
+            if not re.search(re.escape(flag) + r"\b", help_text):
+                self.report(doc, n, f"`{span}`: {' '.join(key)} has no option {flag}")
+
+    def help(self, command):
+        if command not in self.helps:
+            run = subprocess.run([str(self.bin / command[0]), *command[1:], "--help"], capture_output=True, text=True,
+                                 timeout=60)
+            self.helps[command] = run.stdout + run.stderr if run.returncode == 0 else None
+        return self.helps[command]
+
+    def numbers(self, doc, text):
+        """A section quoting a measured time or rate must say where it was measured and with what command."""
+        prose, spans = prose_and_code(text)
+        for section in re.split(r"\n(?=#{1,4} )", prose):
+            if not MEASURE.search(section):
+                continue
+            title = section.split("\n", 1)[0]
+            commands = re.findall(r"`([^`]*(?:_bench|bin/|\./run|\.py|farm-bench)[^`]*)`", section)
+            if not MACHINE.search(section):
+                self.report(doc, 0, f"section '{title}' quotes measurements without naming the machine")
+            if not commands:
+                self.report(doc, 0, f"section '{title}' quotes measurements without the command that made them")
+
+    def exercises(self, doc, text):
+        markers = {}
+        for p in (ROOT / d for d in ("autograd", "nn", "transformer", "distributed")):
+            for f in p.rglob("*"):
+                if f.suffix in {".cpp", ".h", ".cu", ".cuh"}:
+                    for m in re.finditer(r"EXERCISE (\d+\.\d+) \((\d+) points?(?:, needs ([\d. ]+))?\)", f.read_text()):
+                        markers[m.group(1)] = (m.group(2), sorted((m.group(3) or "").split()))
+        listed = set()
+        for n, line in enumerate(text.split("\n"), 1):
+            row = re.match(r"\| (\d+\.\d+) \| (\d+) \|([^|]*)\|", line)
+            if not row:
+                continue
+            number, points, needs = row.group(1), row.group(2), sorted(row.group(3).split())
+            listed.add(number)
+            if number not in markers:
+                self.report(doc, n, f"exercise {number}: no EXERCISE marker in the source")
+            elif points != markers[number][0]:
+                self.report(doc, n, f"exercise {number}: {points} points here, {markers[number][0]} in the source")
+            elif doc.name == "exercises.md" and needs != markers[number][1]:
+                self.report(doc, n, f"exercise {number}: needs {' '.join(needs) or 'nothing'} here, "
+                                    f"{' '.join(markers[number][1]) or 'nothing'} in the source")
+        if doc.name == "exercises.md":
+            for number in sorted(set(markers) - listed):
+                self.report(doc, 0, f"exercise {number} is marked in the source but not in the table")
+
+    def shell_blocks(self, doc, text):
+        """Each line of a ```sh block is a command too (after its # comment is cut off)."""
+        in_sh = False
+        for n, line in enumerate(text.split("\n"), 1):
+            fence = re.match(r"\s*```(\w*)", line)
+            if fence:
+                in_sh = not in_sh and fence.group(1) in {"sh", "bash", "shell"}
+                continue
+            if in_sh:
+                command = re.sub(r"\s+#.*$", "", line).strip()
+                command = re.sub(r"^(OMP_NUM_THREADS=\S+\s+)?(mpirun -np \d+\s+)?(time\s+)?", "", command)
+                for part in re.split(r"\s*(?:&&|\|)\s*", command):
+                    self.command(doc, n, part)
+
+    def check(self, readme, docs_dir):
+        docs = [readme] + sorted(p for p in docs_dir.glob("*.md") if p != readme)
+        for doc in docs:
+            text = doc.read_text()
+            self.links(doc, text)
+            self.spans(doc, prose_and_code(text)[1])
+            self.shell_blocks(doc, text)
+            self.numbers(doc, text)
+            self.exercises(doc, text)
+            if re.match(r"\d\d_", doc.name) and "**After this chapter** you can" not in "\n".join(text.split("\n")[:4]):
+                self.report(doc, 3, "the chapter does not open with **After this chapter** you can ...")
+        return docs
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--bin", type=Path, help="the built programs, to run the commands the docs show with --help")
+    parser.add_argument("--readme", type=Path, default=ROOT / "README.md", help="the front page (default: README.md)")
+    parser.add_argument("--docs", type=Path, default=ROOT / "docs", help="the pages (default: docs/)")
+    args = parser.parse_args()
+    checker = Checker(args.bin)
+    docs = checker.check(args.readme.resolve(), args.docs.resolve())
+    for p in checker.problems:
+        print(p)
+    print(f"{len(docs)} docs checked, {len(checker.helps)} programs asked for --help: {len(checker.problems)} problems")
+    return 1 if checker.problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
