@@ -120,8 +120,10 @@ TEST_CASE("every rank starts from rank 0's weights, whatever it initialised", "[
 TEST_CASE("2 ranks x 8 pairs train as 1 process x 16 pairs, with ragged padding (10 steps)", "[ch10][ex10.2]") {
   // Not bitwise: one process sums each weight's gradient over 16 rows in one GEMM; here each rank sums 8 and
   // the all-reduce adds the two sums, another order of float32 additions. Measured: gradients within ~1e-8,
-  // losses within ~1e-7 relative, weights within ~1e-6 after 10 steps; averaging each rank's own mean loss
-  // instead (a wrong average) is off by ~1e-3 in the first gradients.
+  // losses within ~1e-7 relative; weights after 10 steps within 8.3e-6 (the reference) and 2.3e-5 (the bank's
+  // alternative, mean times the rank's share: one more rounding per step, which Adam's division by sqrt(v)
+  // magnifies where a gradient is near 0) on a Zen 5, hence 1e-4. Averaging each rank's own mean loss instead
+  // (a wrong average) is off by ~1e-3 in the first gradients: the loss and gradient checks catch it.
   Communicator& comm = *g_comm;
   const auto vocab = numeral_vocabularies();
   INFO(
@@ -143,7 +145,7 @@ TEST_CASE("2 ranks x 8 pairs train as 1 process x 16 pairs, with ragged padding 
     CHECK_THAT(got, Catch::Matchers::WithinRel(expected, 1e-5));
     if (k == 0) CHECK(max_grad_diff(model, ref) <= 1e-6);
   }
-  CHECK(max_weight_diff(model, ref) <= 2e-5);
+  CHECK(max_weight_diff(model, ref) <= 1e-4);
 }
 
 TEST_CASE("ZeRO-1 keeps half of Adam's moments per rank and trains as plain data parallelism", "[ch10]") {
