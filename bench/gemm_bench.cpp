@@ -4,7 +4,8 @@
 // on CPUs newer than Debian's OpenBLAS 0.3.21, which falls back to its Haswell kernels there (docs/performance.md).
 //
 // --bf16: bfloat16 operands with a float32 product: ours against oneDNN's matmul primitive with bfloat16
-// source and weights (its bfloat16 path), and against our own float32 GEMM on the same values ("x fp32").
+// source and weights (its bfloat16 path), and against our own float32 GEMM on the same values ("x fp32"). Ours
+// is the vdpbf16ps kernel on a CPU with AVX512_BF16; STEPFORMER_NO_BF16_DOT=1 times the widening fallback.
 //
 //   build/release/bin/gemm_bench [--json FILE] [--double] [--bf16] [--quick]
 #include <cblas.h>
@@ -142,10 +143,15 @@ int run_bf16(const std::string& json_path, bool quick) {
                              {512, 512, 64, "attention x V"}, {2048, 2048, 2048, "square"}};
   if (quick) cases.resize(2);
   const dnnl_version_t* dnnl = dnnl_version();
+  const char* dot = cpu::bf16_dot_kernel();
   fmt::print(
-      "GEMM bfloat16 A, B -> float32 C (row-major), ours: float32 kernel '{}' on operands widened while packed; "
-      "oneDNN {}.{}.{} matmul primitive (bf16 src, weights)\n",
-      cpu::gemm_kernels<float>().back().name, dnnl->major, dnnl->minor, dnnl->patch);
+      "GEMM bfloat16 A, B -> float32 C (row-major), ours: {}; oneDNN {}.{}.{} matmul primitive (bf16 src, "
+      "weights)\n",
+      dot ? fmt::format("the '{}' kernel (vdpbf16ps on pairs of k)", dot)
+          : fmt::format("float32 kernel '{}' on operands widened while packed (no AVX512_BF16, or "
+                        "STEPFORMER_NO_BF16_DOT set)",
+                        cpu::gemm_kernels<float>().back().name),
+      dnnl->major, dnnl->minor, dnnl->patch);
   fmt::print("{:>18} {:>16} {:>7} {:>10} {:>10} {:>10} {:>9} {:>9}\n", "shape MxKxN", "", "threads", "ours GF/s",
              "oneDNN", "ours fp32", "x oneDNN", "x fp32");
   std::string json = "[";

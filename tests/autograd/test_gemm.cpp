@@ -135,6 +135,52 @@ TEMPLATE_TEST_CASE("GEMM: small products take the direct path and agree with the
         }
 }
 
+// bfloat16 A and B, float32 C (chapter 11): gemm's own choice (the vdpbf16ps kernel, avx512_bf16, on a CPU that
+// has AVX512_BF16) and every float32 kernel on widened operands (the fallback, which naming a kernel forces)
+// against a double sum of the same bfloat16 values. Odd K leaves half a pair, whose zero must add nothing; K
+// past one k block (2048 values) adds a second block onto the first.
+TEST_CASE("bfloat16 GEMM: the dot-product kernel and the widened fallback match a double sum", "[gemm][bf16]") {
+  std::vector<const GemmKernel<float>*> kernels{nullptr};
+  for (const auto& k : gemm_kernels<float>()) kernels.push_back(&k);
+  const char* dot = bf16_dot_kernel();
+  INFO("the default bfloat16 kernel on this CPU: " << (dot ? dot : "none (no AVX512_BF16): the widened fallback"));
+  struct Shape {
+    std::int64_t M, N, K;
+  };
+  for (const auto& [M, N, K] :
+       {Shape{3, 257, 1}, {29, 300, 2}, {65, 33, 65}, {15, 40, 257}, {33, 65, 258}, {15, 40, 2051}})
+    for (const auto* kernel : kernels)
+      for (const bool trans_a : {false, true})
+        for (const bool trans_b : {false, true}) {
+          INFO((kernel ? kernel->name : std::string("default"))
+               << " M=" << M << " N=" << N << " K=" << K << " trans_a=" << trans_a << " trans_b=" << trans_b);
+          std::vector<bfloat16> av(M * K), bv(K * N);
+          const auto af = random_values<float>(M * K, 11), bf = random_values<float>(K * N, 12);
+          for (std::size_t i = 0; i < av.size(); ++i) av[i] = bfloat16(af[i]);
+          for (std::size_t i = 0; i < bv.size(); ++i) bv[i] = bfloat16(bf[i]);
+          const MatrixView<const bfloat16> a{av.data(), trans_a ? 1 : K, trans_a ? M : 1};
+          const MatrixView<const bfloat16> b{bv.data(), trans_b ? 1 : N, trans_b ? K : 1};
+          const auto c0 = random_values<float>(M * (N + 3), 13);
+          const float alpha = 0.5f, beta = (M + N) % 2 ? 0.f : -2.f;
+          for (const int threads : {1, 2}) {
+            auto got = c0;
+            gemm<float, bfloat16>(M, N, K, alpha, a, b, beta, {got.data(), N + 3, 1}, threads, kernel);
+            double worst = 0;
+            for (std::int64_t i = 0; i < M; ++i)
+              for (std::int64_t j = 0; j < N; ++j) {
+                double sum = 0;
+                for (std::int64_t k = 0; k < K; ++k)
+                  sum += static_cast<double>(static_cast<float>(a.data[i * a.row_stride + k * a.col_stride])) *
+                         static_cast<double>(static_cast<float>(b.data[k * b.row_stride + j * b.col_stride]));
+                const double want = alpha * sum + (beta == 0 ? 0.0 : beta * c0[i * (N + 3) + j]);
+                worst = std::max(worst, std::abs(static_cast<double>(got[i * (N + 3) + j]) - want));
+              }
+            INFO("threads=" << threads);
+            CHECK(worst <= 2.0 * static_cast<double>(K) * 1.2e-7 + 4 * 1.2e-7);
+          }
+        }
+}
+
 TEST_CASE("GEMM row blocks give every thread the same number of row panels, to within one", "[ch00][gemm]") {
   // OpenMP's static schedule gives thread t blocks [t * count / threads, (t + 1) * count / threads).
   for (const auto& [mr, mc] : {std::pair<int, std::int64_t>{14, 98}, {6, 144}, {8, 144}})

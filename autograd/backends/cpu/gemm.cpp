@@ -13,10 +13,11 @@
 //             micro-kernel: C[ir:ir+mr, jr:jr+nr] += A panel @ B panel, in registers
 //
 // Packing is what makes any strides cheap: a transposed operand is read in its own order once, then
-// every micro-kernel streams unit-stride, zero-padded panels. It also converts: bfloat16 operands (TA) are
-// widened to float32 as they are packed, and the float32 micro-kernel runs on them (the fallback for a CPU
-// without bfloat16 dot-product instructions: the same arithmetic, half the memory read from A and B). Tiles at the
-// edges of C (fewer than mr rows or nr columns) and C with non-unit column stride go through a small buffer.
+// every micro-kernel streams unit-stride, zero-padded panels. It also arranges bfloat16 operands (TA) for
+// their kernel: on a CPU with AVX512_BF16, pairs of k side by side for vdpbf16ps (gemm_avx512bf16.cpp, twice
+// the multiply-adds per instruction); elsewhere, or when a float32 kernel is named, widened to float32 for the
+// float32 kernel (the fallback: the same arithmetic, half the memory read from A and B). Tiles at the edges of
+// C (fewer than mr rows or nr columns) and C with non-unit column stride go through a small buffer.
 #include "gemm.h"
 
 #include <omp.h>
@@ -24,10 +25,12 @@
 #include <algorithm>
 #include <cstdlib>
 #include <memory>
+#include <optional>
 
 #include "cpu_backend.h"
 #include "gemm_isa.h"
 #include "gemm_microkernel.h"
+#include "gemm_pack.h"
 #include "strided.h"
 #include "vmath.h"
 
@@ -91,58 +94,6 @@ T* scratch(std::size_t slot, std::size_t count) {
     sizes[slot] = count;
   }
   return buffers[slot].get();
-}
-
-// B[pc:pc+kc, jc:jc+nc] -> panels of nr columns: panel p holds, for each k, its nr values (zero past N).
-template <class T, class TA>
-void pack_b_panel(const MatrixView<const TA>& b, std::int64_t k0, std::int64_t kc, std::int64_t j0, std::int64_t n,
-                  int nr, T* dst) {
-  if (b.col_stride == 1) {
-    for (std::int64_t k = 0; k < kc; ++k) {
-      const TA* src = b.data + (k0 + k) * b.row_stride + j0;
-      T* row = dst + k * nr;
-      std::int64_t j = 0;
-      for (; j < n; ++j) row[j] = static_cast<T>(src[j]);
-      for (; j < nr; ++j) row[j] = T(0);
-    }
-  } else {  // transposed or strided B: walk each column down its own stride
-    for (std::int64_t j = 0; j < nr; ++j) {
-      if (j >= n) {
-        for (std::int64_t k = 0; k < kc; ++k) dst[k * nr + j] = T(0);
-        continue;
-      }
-      const TA* src = b.data + k0 * b.row_stride + (j0 + j) * b.col_stride;
-      for (std::int64_t k = 0; k < kc; ++k) dst[k * nr + j] = static_cast<T>(src[k * b.row_stride]);
-    }
-  }
-}
-
-// A[ic:ic+mc, pc:pc+kc] -> panels of mr rows: panel p holds, for each k, its mr values (zero past M).
-template <class T, class TA>
-void pack_a(const MatrixView<const TA>& a, std::int64_t i0, std::int64_t mc, std::int64_t k0, std::int64_t kc, int mr,
-            T* dst) {
-  for (std::int64_t ip = 0; ip < mc; ip += mr, dst += kc * mr) {
-    const std::int64_t m = std::min<std::int64_t>(mr, mc - ip);
-    if (a.row_stride ==
-        1) {  // column-major A (a transposed operand, as in dW = dY^T X): a panel's k-th column is contiguous
-      for (std::int64_t k = 0; k < kc; ++k) {
-        const TA* src = a.data + (i0 + ip) + (k0 + k) * a.col_stride;
-        T* col = dst + k * mr;
-        std::int64_t r = 0;
-        for (; r < m; ++r) col[r] = static_cast<T>(src[r]);
-        for (; r < mr; ++r) col[r] = T(0);
-      }
-      continue;
-    }
-    for (std::int64_t r = 0; r < mr; ++r) {  // row-major A: walk each row along k
-      if (r >= m) {
-        for (std::int64_t k = 0; k < kc; ++k) dst[k * mr + r] = T(0);
-        continue;
-      }
-      const TA* src = a.data + (i0 + ip + r) * a.row_stride + k0 * a.col_stride;
-      for (std::int64_t k = 0; k < kc; ++k) dst[k * mr + r] = static_cast<T>(src[k * a.col_stride]);
-    }
-  }
 }
 
 // Small products (attention's per-head [16 x 32] @ [32 x 16]) cost more to pack than to compute: they run
@@ -212,19 +163,25 @@ RowBlocks::RowBlocks(std::int64_t M_, int mr_, std::int64_t mc, int threads)
 std::int64_t RowBlocks::start(std::int64_t block) const { return std::min(M, block * panels / count * mr); }
 std::int64_t RowBlocks::max_rows() const { return (panels + count - 1) / count * mr; }
 
-template <class T, class TA>
-void gemm(std::int64_t M, std::int64_t N, std::int64_t K, T alpha, MatrixView<const TA> a, MatrixView<const TA> b,
-          T beta, MatrixView<T> c, int threads, const GemmKernel<T>* kernel) {
-  if (M <= 0 || N <= 0) return;
-  if (K <= 0 || alpha == 0) return scale(M, N, beta, c);
-  if (!kernel && N <= kSmallN && M * N * K <= kSmallWork) return small_gemm(M, N, K, alpha, a, b, beta, c);
-  const GemmKernel<T>& kn = kernel ? *kernel : gemm_kernels<T>().back();
+namespace {
+
+// The five loops of the top of this file, for any packing: P is what a packed element holds (a value of T,
+// or a pair of bfloat16 values), and `per` how many k one element covers (1 or 2).
+struct Blocking {
+  int mr, nr, per;
+  std::int64_t mc, kc, nc;
+};
+
+template <class T, class P, class PackA, class PackB, class Run>
+void blocked_gemm(std::int64_t M, std::int64_t N, std::int64_t K, T alpha, T beta, MatrixView<T> c, int threads,
+                  const Blocking& kn, PackA pack_a, PackB pack_b, Run run) {
   const int mr = kn.mr, nr = kn.nr;
   if (threads <= 0) threads = omp_get_max_threads();
   // A thread is worth starting for about a million multiply-adds (~10 us); below that, fewer threads.
   threads = static_cast<int>(std::clamp<std::int64_t>(M * N * K / (1 << 20), 1, threads));
-  const std::int64_t nc_max = std::min(kn.nc, (N + nr - 1) / nr * nr), kc_max = std::min(kn.kc, K);
-  T* const packed_b = scratch<T>(0, static_cast<std::size_t>(nc_max * kc_max));
+  const std::int64_t nc_max = std::min(kn.nc, (N + nr - 1) / nr * nr);
+  const std::int64_t kp_max = (std::min(kn.kc, K) + kn.per - 1) / kn.per;  // packed k: values or pairs
+  P* const packed_b = scratch<P>(0, static_cast<std::size_t>(nc_max * kp_max));
 
   const RowBlocks rows(M, mr, kn.mc, threads);
   const std::int64_t blocks = rows.count;
@@ -238,32 +195,32 @@ void gemm(std::int64_t M, std::int64_t N, std::int64_t K, T alpha, MatrixView<co
     for (std::int64_t jc = 0; jc < N; jc += kn.nc) {
       const std::int64_t nc = std::min(kn.nc, N - jc), panels = (nc + nr - 1) / nr;
       for (std::int64_t pc = 0; pc < K; pc += kn.kc) {
-        const std::int64_t kc = std::min(kn.kc, K - pc);
+        const std::int64_t kc = std::min(kn.kc, K - pc), kp = (kc + kn.per - 1) / kn.per;
         const T beta_here = pc == 0 ? beta : T(1);  // later k blocks add to what the first wrote
         const std::int64_t groups = std::min(panels, groups_wanted);
 #pragma omp for schedule(static)
         for (std::int64_t p = 0; p < panels; ++p)
-          pack_b_panel(b, pc, kc, jc + p * nr, std::min<std::int64_t>(nr, nc - p * nr), nr, packed_b + p * kc * nr);
+          pack_b(pc, kc, jc + p * nr, std::min<std::int64_t>(nr, nc - p * nr), packed_b + p * kp * nr);
 
         std::int64_t packed_block = -1;
 #pragma omp for schedule(static)
         for (std::int64_t w = 0; w < blocks * groups; ++w) {
           const std::int64_t block = w / groups, g = w % groups;
           const std::int64_t ic = rows.start(block), mc = rows.start(block + 1) - ic;
-          T* const packed_a = scratch<T>(1, static_cast<std::size_t>(rows.max_rows() * kc_max));
-          if (block != packed_block) pack_a(a, ic, mc, pc, kc, mr, packed_a), packed_block = block;
+          P* const packed_a = scratch<P>(1, static_cast<std::size_t>(rows.max_rows() * kp_max));
+          if (block != packed_block) pack_a(ic, mc, pc, kc, packed_a), packed_block = block;
           for (std::int64_t p = g * panels / groups; p < (g + 1) * panels / groups; ++p) {
             const std::int64_t j = jc + p * nr, n = std::min<std::int64_t>(nr, N - j);
             for (std::int64_t ip = 0; ip < mc; ip += mr) {
               const std::int64_t m = std::min<std::int64_t>(mr, mc - ip);
               T* const cij = c.data + (ic + ip) * c.row_stride + j * c.col_stride;
-              const T* const ap = packed_a + ip * kc;
-              const T* const bp = packed_b + p * kc * nr;
+              const P* const ap = packed_a + ip * kp;
+              const P* const bp = packed_b + p * kp * nr;
               if (m == mr && n == nr && c.col_stride == 1) {
-                kn.run(kc, ap, bp, cij, c.row_stride, alpha, beta_here);
+                run(kp, ap, bp, cij, c.row_stride, alpha, beta_here);
               } else {  // an edge tile: compute the full tile into a buffer, write back what exists
                 alignas(64) T tile[16 * 64];
-                kn.run(kc, ap, bp, tile, nr, T(1), T(0));
+                run(kp, ap, bp, tile, nr, T(1), T(0));
                 for (std::int64_t r = 0; r < m; ++r)
                   for (std::int64_t q = 0; q < n; ++q) {
                     T& x = cij[r * c.row_stride + q * c.col_stride];
@@ -276,6 +233,55 @@ void gemm(std::int64_t M, std::int64_t N, std::int64_t K, T alpha, MatrixView<co
       }
     }
   }
+}
+
+// The vdpbf16ps kernel where the CPU has it (and STEPFORMER_NO_BF16_DOT is unset: benchmarks time the
+// fallback with it), else null. avx512_bf16() is only called on such a CPU: its file may use AVX-512 anywhere.
+const gemm_detail::MicroKernelBf16* bf16_dot() {
+  static const std::optional<gemm_detail::MicroKernelBf16> kernel =
+      []() -> std::optional<gemm_detail::MicroKernelBf16> {
+    __builtin_cpu_init();
+    if (!__builtin_cpu_supports("avx512bf16") || std::getenv("STEPFORMER_NO_BF16_DOT")) return std::nullopt;
+    return gemm_detail::avx512_bf16();
+  }();
+  return kernel ? &*kernel : nullptr;
+}
+
+}  // namespace
+
+const char* bf16_dot_kernel() { return bf16_dot() ? bf16_dot()->name : nullptr; }
+
+template <class T, class TA>
+void gemm(std::int64_t M, std::int64_t N, std::int64_t K, T alpha, MatrixView<const TA> a, MatrixView<const TA> b,
+          T beta, MatrixView<T> c, int threads, const GemmKernel<T>* kernel) {
+  if (M <= 0 || N <= 0) return;
+  if (K <= 0 || alpha == 0) return scale(M, N, beta, c);
+  if (!kernel && N <= kSmallN && M * N * K <= kSmallWork) return small_gemm(M, N, K, alpha, a, b, beta, c);
+  if constexpr (std::is_same_v<TA, bfloat16>) {
+    if (const gemm_detail::MicroKernelBf16* dot = kernel ? nullptr : bf16_dot()) {
+      // The float32 AVX-512 kernel's blocks in bytes: a pair row of a B panel is as long as a float32 row.
+      const Blocking blocking{dot->mr, dot->nr, 2, 98, 2048, 2048};
+      return blocked_gemm<float, std::uint32_t>(
+          M, N, K, alpha, beta, c, threads, blocking,
+          [&](std::int64_t i0, std::int64_t mc, std::int64_t k0, std::int64_t kc, std::uint32_t* dst) {
+            gemm_detail::pack_a_pairs(a, i0, mc, k0, kc, dot->mr, dst);
+          },
+          [&](std::int64_t k0, std::int64_t kc, std::int64_t j0, std::int64_t n, std::uint32_t* dst) {
+            gemm_detail::pack_b_pairs(b, k0, kc, j0, n, dot->nr, dst);
+          },
+          dot->run);
+    }
+  }
+  const GemmKernel<T>& kn = kernel ? *kernel : gemm_kernels<T>().back();
+  blocked_gemm<T, T>(
+      M, N, K, alpha, beta, c, threads, {kn.mr, kn.nr, 1, kn.mc, kn.kc, kn.nc},
+      [&](std::int64_t i0, std::int64_t mc, std::int64_t k0, std::int64_t kc, T* dst) {
+        gemm_detail::pack_a(a, i0, mc, k0, kc, kn.mr, dst);
+      },
+      [&](std::int64_t k0, std::int64_t kc, std::int64_t j0, std::int64_t n, T* dst) {
+        gemm_detail::pack_b_panel(b, k0, kc, j0, n, kn.nr, dst);
+      },
+      kn.run);
 }
 
 template const std::vector<GemmKernel<float>>& gemm_kernels<float>();

@@ -11,7 +11,17 @@ struct MicroKernel {
   void (*run)(std::int64_t k, const T* a, const T* b, T* c, std::int64_t rs_c, T alpha, T beta);
 };
 
+// bfloat16 operands packed in pairs along k (one 32-bit word: k even in the low half, k odd in the high
+// half, as vdpbf16ps pairs them), a float32 tile of C. `kp` counts pairs.
+struct MicroKernelBf16 {
+  const char* name;
+  int mr, nr;
+  void (*run)(std::int64_t kp, const std::uint32_t* a, const std::uint32_t* b, float* c, std::int64_t rs_c, float alpha,
+              float beta);
+};
+
 MicroKernel<float> avx512_f32();
+MicroKernelBf16 avx512_bf16();  // AVX512_BF16 (Cooper Lake, Sapphire Rapids, Zen 4, Zen 5)
 MicroKernel<double> avx512_f64();
 MicroKernel<float> avx2_f32();
 MicroKernel<double> avx2_f64();
