@@ -138,7 +138,9 @@ TEMPLATE_TEST_CASE("GEMM: small products take the direct path and agree with the
 // bfloat16 A and B, float32 C (chapter 11): gemm's own choice (the vdpbf16ps kernel, avx512_bf16, on a CPU that
 // has AVX512_BF16) and every float32 kernel on widened operands (the fallback, which naming a kernel forces)
 // against a double sum of the same bfloat16 values. Odd K leaves half a pair, whose zero must add nothing; K
-// past one k block (2048 values) adds a second block onto the first.
+// past one k block (2048 values) adds a second block onto the first; N <= 64 with a row-major A and even K
+// takes the path that reads A in place (its last row panel short: rows past M must not be read), small
+// products too.
 TEST_CASE("bfloat16 GEMM: the dot-product kernel and the widened fallback match a double sum", "[gemm][bf16]") {
   std::vector<const GemmKernel<float>*> kernels{nullptr};
   for (const auto& k : gemm_kernels<float>()) kernels.push_back(&k);
@@ -147,8 +149,9 @@ TEST_CASE("bfloat16 GEMM: the dot-product kernel and the widened fallback match 
   struct Shape {
     std::int64_t M, N, K;
   };
-  for (const auto& [M, N, K] :
-       {Shape{3, 257, 1}, {29, 300, 2}, {65, 33, 65}, {15, 40, 257}, {33, 65, 258}, {15, 40, 2051}})
+  const Shape shapes[] = {{3, 257, 1},    {29, 300, 2},   {65, 33, 65},   {15, 40, 257}, {33, 65, 258},
+                          {15, 40, 2051}, {300, 33, 512}, {29, 64, 4100}, {7, 16, 32}};
+  for (const auto& [M, N, K] : shapes)
     for (const auto* kernel : kernels)
       for (const bool trans_a : {false, true})
         for (const bool trans_b : {false, true}) {

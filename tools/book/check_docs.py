@@ -131,6 +131,12 @@ class Checker:
         program = Path(words[0]).name
         if not self.bin or not (self.bin / program).is_file() or not re.fullmatch(r"[\w-]+", program):
             return
+        if program.startswith("fuzz_"):  # libFuzzer's flags: -name=value, listed by -help=1
+            help_text = self.help((program,), "-help=1")
+            for flag in re.findall(r"(?<![\w-])-([a-z_]+)=", span):
+                if help_text is not None and not re.search(r"\b" + flag + r"\b", help_text):
+                    self.report(doc, n, f"`{span}`: libFuzzer has no flag -{flag}")
+            return
         sub = [words[1]] if len(words) > 1 and re.fullmatch(r"[a-z]+", words[1]) else []
         key = (program, *sub)
         # A subcommand's options are its own and the program's (CLI11 lists them apart).
@@ -143,11 +149,14 @@ class Checker:
             if not re.search(re.escape(flag) + r"\b", help_text):
                 self.report(doc, n, f"`{span}`: {' '.join(key)} has no option {flag}")
 
-    def help(self, command):
+    def help(self, command, flag="--help"):
         if command not in self.helps:
-            run = subprocess.run([str(self.bin / command[0]), *command[1:], "--help"], capture_output=True, text=True,
-                                 timeout=60)
-            self.helps[command] = run.stdout + run.stderr if run.returncode == 0 else None
+            try:
+                run = subprocess.run([str(self.bin / command[0]), *command[1:], flag], capture_output=True, text=True,
+                                     timeout=60, stdin=subprocess.DEVNULL)
+                self.helps[command] = run.stdout + run.stderr if run.returncode == 0 else None
+            except subprocess.TimeoutExpired:
+                self.helps[command] = None  # reported as a failing --help: it never ends
         return self.helps[command]
 
     def numbers(self, doc, text):

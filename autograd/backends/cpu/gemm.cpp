@@ -165,6 +165,17 @@ std::int64_t RowBlocks::max_rows() const { return (panels + count - 1) / count *
 
 namespace {
 
+// An edge tile, computed whole into `tile` (row stride nr): write back the m x n part that exists.
+template <class T>
+void write_edge(const T* tile, int nr, std::int64_t m, std::int64_t n, T alpha, T beta, T* c, std::int64_t rs,
+                std::int64_t cs) {
+  for (std::int64_t r = 0; r < m; ++r)
+    for (std::int64_t q = 0; q < n; ++q) {
+      T& x = c[r * rs + q * cs];
+      x = alpha * tile[r * nr + q] + (beta == 0 ? T(0) : beta * x);
+    }
+}
+
 // The five loops of the top of this file, for any packing: P is what a packed element holds (a value of T,
 // or a pair of bfloat16 values), and `per` how many k one element covers (1 or 2).
 struct Blocking {
@@ -221,11 +232,7 @@ void blocked_gemm(std::int64_t M, std::int64_t N, std::int64_t K, T alpha, T bet
               } else {  // an edge tile: compute the full tile into a buffer, write back what exists
                 alignas(64) T tile[16 * 64];
                 run(kp, ap, bp, tile, nr, T(1), T(0));
-                for (std::int64_t r = 0; r < m; ++r)
-                  for (std::int64_t q = 0; q < n; ++q) {
-                    T& x = cij[r * c.row_stride + q * c.col_stride];
-                    x = alpha * tile[r * nr + q] + (beta_here == 0 ? T(0) : beta_here * x);
-                  }
+                write_edge(tile, nr, m, n, alpha, beta_here, cij, c.row_stride, c.col_stride);
               }
             }
           }
@@ -247,6 +254,47 @@ const gemm_detail::MicroKernelBf16* bf16_dot() {
   return kernel ? &*kernel : nullptr;
 }
 
+// Thin N (attention's weights @ V: N = 64): packing A would cost about as much as the few products each of its
+// pairs feeds. A row-major A with even K already holds its pairs side by side, so the kernel reads it in place
+// and only B is packed, as oneDNN does. Threads split A's row panels.
+void gemm_rows_in_place(std::int64_t M, std::int64_t N, std::int64_t K, float alpha,
+                        const MatrixView<const bfloat16>& a, const MatrixView<const bfloat16>& b, float beta,
+                        MatrixView<float> c, int threads, const gemm_detail::MicroKernelBf16& dot) {
+  const int mr = dot.mr, nr = dot.nr;
+  constexpr std::int64_t kKc = 2048;  // values of k per block, as on the packed path
+  if (threads <= 0) threads = omp_get_max_threads();
+  threads = static_cast<int>(std::clamp<std::int64_t>(M * N * K / (1 << 20), 1, threads));
+  const std::int64_t panels = (N + nr - 1) / nr, row_panels = (M + mr - 1) / mr;
+  std::uint32_t* const packed_b =
+      scratch<std::uint32_t>(0, static_cast<std::size_t>(panels * nr * std::min(kKc, K) / 2));
+#pragma omp parallel num_threads(threads) if (threads > 1)
+  for (std::int64_t pc = 0; pc < K; pc += kKc) {
+    const std::int64_t kc = std::min(kKc, K - pc), kp = kc / 2;
+    const float beta_here = pc == 0 ? beta : 1.f;
+#pragma omp for schedule(static)
+    for (std::int64_t p = 0; p < panels; ++p)
+      gemm_detail::pack_b_pairs(b, pc, kc, p * nr, std::min<std::int64_t>(nr, N - p * nr), nr, packed_b + p * kp * nr);
+#pragma omp for schedule(static)
+    for (std::int64_t ip = 0; ip < row_panels; ++ip) {
+      const std::int64_t i = ip * mr;
+      const int m = static_cast<int>(std::min<std::int64_t>(mr, M - i));
+      const std::uint16_t* const ai = &a.data[i * a.row_stride + pc].bits;
+      for (std::int64_t p = 0; p < panels; ++p) {
+        const std::int64_t j = p * nr, n = std::min<std::int64_t>(nr, N - j);
+        float* const cij = c.data + i * c.row_stride + j * c.col_stride;
+        const std::uint32_t* const bp = packed_b + p * kp * nr;
+        if (m == mr && n == nr && c.col_stride == 1) {
+          dot.run_rows(kp, ai, a.row_stride, m, bp, cij, c.row_stride, alpha, beta_here);
+        } else {
+          alignas(64) float tile[16 * 64];
+          dot.run_rows(kp, ai, a.row_stride, m, bp, tile, nr, 1.f, 0.f);
+          write_edge(tile, nr, m, n, alpha, beta_here, cij, c.row_stride, c.col_stride);
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 
 const char* bf16_dot_kernel() { return bf16_dot() ? bf16_dot()->name : nullptr; }
@@ -256,9 +304,12 @@ void gemm(std::int64_t M, std::int64_t N, std::int64_t K, T alpha, MatrixView<co
           T beta, MatrixView<T> c, int threads, const GemmKernel<T>* kernel) {
   if (M <= 0 || N <= 0) return;
   if (K <= 0 || alpha == 0) return scale(M, N, beta, c);
-  if (!kernel && N <= kSmallN && M * N * K <= kSmallWork) return small_gemm(M, N, K, alpha, a, b, beta, c);
   if constexpr (std::is_same_v<TA, bfloat16>) {
     if (const gemm_detail::MicroKernelBf16* dot = kernel ? nullptr : bf16_dot()) {
+      // Attention's per-head products too: reading A in place leaves too little overhead for the direct loop.
+      if (N <= 2 * dot->nr && a.col_stride == 1 && K % 2 == 0)
+        return gemm_rows_in_place(M, N, K, alpha, a, b, beta, c, threads, *dot);
+      if (N <= kSmallN && M * N * K <= kSmallWork) return small_gemm(M, N, K, alpha, a, b, beta, c);
       // The float32 AVX-512 kernel's blocks in bytes: a pair row of a B panel is as long as a float32 row.
       const Blocking blocking{dot->mr, dot->nr, 2, 98, 2048, 2048};
       return blocked_gemm<float, std::uint32_t>(
@@ -272,6 +323,7 @@ void gemm(std::int64_t M, std::int64_t N, std::int64_t K, T alpha, MatrixView<co
           dot->run);
     }
   }
+  if (!kernel && N <= kSmallN && M * N * K <= kSmallWork) return small_gemm(M, N, K, alpha, a, b, beta, c);
   const GemmKernel<T>& kn = kernel ? *kernel : gemm_kernels<T>().back();
   blocked_gemm<T, T>(
       M, N, K, alpha, beta, c, threads, {kn.mr, kn.nr, 1, kn.mc, kn.kc, kn.nc},

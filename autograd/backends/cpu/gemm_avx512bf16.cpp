@@ -9,14 +9,33 @@
 // widened operands only by the order of the two additions and by those flushes.
 #include <immintrin.h>
 
+#include <algorithm>
+#include <cstring>
+
 #include "gemm_isa.h"
 
 namespace stepformer::cpu::gemm_detail {
 namespace {
 
-template <int MR, int NV>
-void dot_kernel(std::int64_t kp, const std::uint32_t* a, const std::uint32_t* b, float* c, std::int64_t rs_c,
-                float alpha, float beta) {
+// Where row r's pair k is: packed, a[k * MR + r]; in place, rows[r][k] (two bfloat16 values, one 32-bit load).
+template <int MR>
+struct Packed {
+  const std::uint32_t* a;
+  std::uint32_t pair(int r, std::int64_t k) const { return a[k * MR + r]; }
+};
+template <int MR>
+struct InPlace {
+  const std::uint16_t* rows[MR];
+  std::uint32_t pair(int r, std::int64_t k) const {
+    std::uint32_t word;
+    std::memcpy(&word, rows[r] + 2 * k, sizeof word);
+    return word;
+  }
+};
+
+template <int MR, int NV, class A>
+void dot_tile(std::int64_t kp, const A& a, const std::uint32_t* b, float* c, std::int64_t rs_c, float alpha,
+              float beta) {
   constexpr int NR = NV * 16;
   for (int r = 0; r < MR; ++r) __builtin_prefetch(c + r * rs_c, 1), __builtin_prefetch(c + r * rs_c + NR - 1, 1);
   __m512 acc[MR][NV];
@@ -24,13 +43,13 @@ void dot_kernel(std::int64_t kp, const std::uint32_t* a, const std::uint32_t* b,
   for (int r = 0; r < MR; ++r)
 #pragma GCC unroll 4
     for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_setzero_ps();
-  for (std::int64_t k = 0; k < kp; ++k, a += MR, b += NR) {
+  for (std::int64_t k = 0; k < kp; ++k, b += NR) {
     __m512bh bk[NV];
 #pragma GCC unroll 4
     for (int v = 0; v < NV; ++v) bk[v] = (__m512bh)_mm512_loadu_si512(b + v * 16);
 #pragma GCC unroll 16
     for (int r = 0; r < MR; ++r) {
-      const __m512bh ar = (__m512bh)_mm512_set1_epi32(static_cast<int>(a[r]));
+      const __m512bh ar = (__m512bh)_mm512_set1_epi32(static_cast<int>(a.pair(r, k)));
 #pragma GCC unroll 4
       for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_dpbf16_ps(acc[r][v], ar, bk[v]);
     }
@@ -46,8 +65,22 @@ void dot_kernel(std::int64_t kp, const std::uint32_t* a, const std::uint32_t* b,
     }
 }
 
+template <int MR, int NV>
+void dot_kernel(std::int64_t kp, const std::uint32_t* a, const std::uint32_t* b, float* c, std::int64_t rs_c,
+                float alpha, float beta) {
+  dot_tile<MR, NV>(kp, Packed<MR>{a}, b, c, rs_c, alpha, beta);
+}
+
+template <int MR, int NV>
+void dot_kernel_rows(std::int64_t kp, const std::uint16_t* a, std::int64_t lda, int m, const std::uint32_t* b, float* c,
+                     std::int64_t rs_c, float alpha, float beta) {
+  InPlace<MR> rows;
+  for (int r = 0; r < MR; ++r) rows.rows[r] = a + std::min(r, m - 1) * lda;
+  dot_tile<MR, NV>(kp, rows, b, c, rs_c, alpha, beta);
+}
+
 }  // namespace
 
-MicroKernelBf16 avx512_bf16() { return {"avx512_bf16", 14, 32, &dot_kernel<14, 2>}; }
+MicroKernelBf16 avx512_bf16() { return {"avx512_bf16", 14, 32, &dot_kernel<14, 2>, &dot_kernel_rows<14, 2>}; }
 
 }  // namespace stepformer::cpu::gemm_detail

@@ -13,11 +13,15 @@ struct MicroKernel {
 
 // bfloat16 operands packed in pairs along k (one 32-bit word: k even in the low half, k odd in the high
 // half, as vdpbf16ps pairs them), a float32 tile of C. `kp` counts pairs.
+// run_rows reads A in place instead: a row-major bfloat16 A already holds its pairs side by side; row r of the
+// tile starts at a + r * lda (rows from m on repeat row m - 1, whose results the caller drops).
 struct MicroKernelBf16 {
   const char* name;
   int mr, nr;
   void (*run)(std::int64_t kp, const std::uint32_t* a, const std::uint32_t* b, float* c, std::int64_t rs_c, float alpha,
               float beta);
+  void (*run_rows)(std::int64_t kp, const std::uint16_t* a, std::int64_t lda, int m, const std::uint32_t* b, float* c,
+                   std::int64_t rs_c, float alpha, float beta);
 };
 
 MicroKernel<float> avx512_f32();
