@@ -176,6 +176,17 @@ void write_edge(const T* tile, int nr, std::int64_t m, std::int64_t n, T alpha, 
     }
 }
 
+// How many threads a product of M x N x K gets (0: OpenMP's default): a thread is worth starting for about a
+// million multiply-adds (~10 us); below that, fewer threads.
+int team_size(std::int64_t M, std::int64_t N, std::int64_t K, int threads) {
+  if (threads <= 0) threads = omp_get_max_threads();
+  return static_cast<int>(std::clamp<std::int64_t>(M * N * K / (1 << 20), 1, threads));
+}
+
+// bfloat16 k blocks, in values (pairs are half as many): a pair row of a B panel is as long as a float32 row,
+// so 2048 values take the bytes of the float32 AVX-512 kernel's 1024.
+constexpr std::int64_t kBf16Kc = 2048;
+
 // The five loops of the top of this file, for any packing: P is what a packed element holds (a value of T,
 // or a pair of bfloat16 values), and `per` how many k one element covers (1 or 2).
 struct Blocking {
@@ -187,9 +198,7 @@ template <class T, class P, class PackA, class PackB, class Run>
 void blocked_gemm(std::int64_t M, std::int64_t N, std::int64_t K, T alpha, T beta, MatrixView<T> c, int threads,
                   const Blocking& kn, PackA pack_a, PackB pack_b, Run run) {
   const int mr = kn.mr, nr = kn.nr;
-  if (threads <= 0) threads = omp_get_max_threads();
-  // A thread is worth starting for about a million multiply-adds (~10 us); below that, fewer threads.
-  threads = static_cast<int>(std::clamp<std::int64_t>(M * N * K / (1 << 20), 1, threads));
+  threads = team_size(M, N, K, threads);
   const std::int64_t nc_max = std::min(kn.nc, (N + nr - 1) / nr * nr);
   const std::int64_t kp_max = (std::min(kn.kc, K) + kn.per - 1) / kn.per;  // packed k: values or pairs
   P* const packed_b = scratch<P>(0, static_cast<std::size_t>(nc_max * kp_max));
@@ -261,15 +270,13 @@ void gemm_rows_in_place(std::int64_t M, std::int64_t N, std::int64_t K, float al
                         const MatrixView<const bfloat16>& a, const MatrixView<const bfloat16>& b, float beta,
                         MatrixView<float> c, int threads, const gemm_detail::MicroKernelBf16& dot) {
   const int mr = dot.mr, nr = dot.nr;
-  constexpr std::int64_t kKc = 2048;  // values of k per block, as on the packed path
-  if (threads <= 0) threads = omp_get_max_threads();
-  threads = static_cast<int>(std::clamp<std::int64_t>(M * N * K / (1 << 20), 1, threads));
+  threads = team_size(M, N, K, threads);
   const std::int64_t panels = (N + nr - 1) / nr, row_panels = (M + mr - 1) / mr;
   std::uint32_t* const packed_b =
-      scratch<std::uint32_t>(0, static_cast<std::size_t>(panels * nr * std::min(kKc, K) / 2));
+      scratch<std::uint32_t>(0, static_cast<std::size_t>(panels * nr * std::min(kBf16Kc, K) / 2));
 #pragma omp parallel num_threads(threads) if (threads > 1)
-  for (std::int64_t pc = 0; pc < K; pc += kKc) {
-    const std::int64_t kc = std::min(kKc, K - pc), kp = kc / 2;
+  for (std::int64_t pc = 0; pc < K; pc += kBf16Kc) {
+    const std::int64_t kc = std::min(kBf16Kc, K - pc), kp = kc / 2;
     const float beta_here = pc == 0 ? beta : 1.f;
 #pragma omp for schedule(static)
     for (std::int64_t p = 0; p < panels; ++p)
@@ -310,8 +317,7 @@ void gemm(std::int64_t M, std::int64_t N, std::int64_t K, T alpha, MatrixView<co
       if (N <= 2 * dot->nr && a.col_stride == 1 && K % 2 == 0)
         return gemm_rows_in_place(M, N, K, alpha, a, b, beta, c, threads, *dot);
       if (N <= kSmallN && M * N * K <= kSmallWork) return small_gemm(M, N, K, alpha, a, b, beta, c);
-      // The float32 AVX-512 kernel's blocks in bytes: a pair row of a B panel is as long as a float32 row.
-      const Blocking blocking{dot->mr, dot->nr, 2, 98, 2048, 2048};
+      const Blocking blocking{dot->mr, dot->nr, 2, 98, kBf16Kc, 2048};
       return blocked_gemm<float, std::uint32_t>(
           M, N, K, alpha, beta, c, threads, blocking,
           [&](std::int64_t i0, std::int64_t mc, std::int64_t k0, std::int64_t kc, std::uint32_t* dst) {
