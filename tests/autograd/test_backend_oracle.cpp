@@ -260,6 +260,19 @@ std::vector<Case> cases() {
             b.scatter_add_rows(table.desc(), input(dev, {9, 7}, 83, dt).desc(), ids(dev, v).desc(), v[1]);
             return std::vector<Tensor>{table};
           });
+      // Every backend adds a row's gradients in the order of their positions, so the sums agree to the bit
+      // on every device and on every run (a resumed training run must equal an uninterrupted one; atomicAdd
+      // on a GPU adds in whatever order the threads arrive).
+      add(
+          "scatter_add_rows", "200 ids on 3 rows, added in position order, bit for bit" + size, dt,
+          [=](Device dev, Backend& b) {
+            std::vector<std::int64_t> v;
+            for (std::int64_t i = 0; i < 200; ++i) v.push_back((i * 7 + i / 5) % std::min<std::int64_t>(n, 3));
+            Tensor table = input(dev, {n, 33}, 84, dt);
+            b.scatter_add_rows(table.desc(), input(dev, {200, 33}, 85, dt).desc(), ids(dev, v).desc(), -1);
+            return std::vector<Tensor>{table};
+          },
+          1, true);
       // --- cross-entropy ---------------------------------------------------------------------------
       for (const double s : {0.0, 0.1}) {
         const std::string sm = " smoothing " + std::to_string(s).substr(0, 3);
@@ -421,7 +434,9 @@ std::vector<Case> cases() {
         },
         1, true);
   }
-  const std::int64_t bf16_shapes[][3] = {{1, 7, 33}, {33, 33, 257}, {65, 7, 33}, {33, 257, 65}, {130, 150, 300}};
+  // {136, 264, 96}: every stride a multiple of 8, so the CUDA v4 kernel stages with 16-byte loads both ways.
+  const std::int64_t bf16_shapes[][3] = {{1, 7, 33},    {33, 33, 257},   {65, 7, 33},
+                                         {33, 257, 65}, {130, 150, 300}, {136, 264, 96}};
   for (const auto& mnk : bf16_shapes)
     for (const bool ta : {false, true})
       for (const bool tb : {false, true})
