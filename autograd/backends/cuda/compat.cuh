@@ -32,6 +32,28 @@ void launch(void (*kernel)(Params...), dim3 grid, dim3 block, std::size_t shared
 }
 // The next launch's floating-point operations, for cuda-sim's profiler (a GPU profiler counts them itself).
 inline void next_launch_flops(std::uint64_t) {}
+
+// d += a b on the tensor cores: a warp's 16 x 8 tile of d over 16 of k, bfloat16 operands, float32 sums (PTX
+// ISA, "Warp-level matrix multiply-accumulate instructions", mma.sync m16n8k16; the fragments' layout is written
+// out in autograd/cudasim/src/cudasim.cpp, mma_bf16). Needs compute capability 8.0 (A100) or newer.
+__device__ __forceinline__ void mma_m16n8k16_bf16(float (&d)[4], const std::uint32_t (&a)[4],
+                                                  const std::uint32_t (&b)[2]) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#else
+  __trap();  // never launched: has_bf16_tensor_cores() is false there
+#endif
+}
+inline bool has_bf16_tensor_cores() {
+  int device = 0, major = 0;
+  STEPFORMER_CUDA_CHECK(cudaGetDevice(&device));
+  STEPFORMER_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  return major >= 8;
+}
 }  // namespace stepformer::STEPFORMER_CUDA_NS
 
 // The launch's dynamic shared memory (its shared_bytes) as a T*: one untyped buffer, since kernels of different
@@ -53,6 +75,12 @@ template <class... Params, class... Args>
 void launch(void (*kernel)(Params...), dim3 grid, dim3 block, std::size_t shared_bytes, Args... args) {
   cudasim::launch(kernel, grid, block, shared_bytes, static_cast<Params>(args)...);
 }
+// The tensor cores' mma.sync, emulated: one meeting of the warp (cudasim.h).
+inline void mma_m16n8k16_bf16(float (&d)[4], const std::uint32_t (&a)[4], const std::uint32_t (&b)[2],
+                              const char* file = __builtin_FILE(), unsigned line = __builtin_LINE()) {
+  cudasim::mma_m16n8k16_bf16(d, a, b, {file, line});
+}
+inline bool has_bf16_tensor_cores() { return true; }
 }  // namespace stepformer::STEPFORMER_CUDA_NS
 #endif
 

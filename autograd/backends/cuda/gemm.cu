@@ -1,7 +1,7 @@
 // Matrix multiply c = alpha * a @ b + beta * c on strided (possibly batched, possibly transposed)
 // operands, in three numbered versions — the path every CUDA GEMM tutorial walks (Simon Boehm,
 // "How to optimize a CUDA matmul kernel"; CUTLASS's documentation). Each is checked against the CPU
-// in tests/cuda; gemm() uses v3.
+// in tests/cuda; gemm() uses v3, and v4 (tensor cores) for bfloat16 operands.
 //
 // Batches: blockIdx.z walks the batch (grid-stride past 65535); batch_offsets turns it into an offset
 // in each operand through its batch strides (stride 0 where the operand broadcasts over the batch).
@@ -10,43 +10,12 @@
 
 #include "cuda_backend.h"
 #include "device_utils.cuh"
+#include "gemm_problem.cuh"
 #include "ladders.h"
 
 namespace stepformer::STEPFORMER_CUDA_NS {
 
 namespace {
-
-struct Problem {
-  TensorDesc c, a, b;
-  std::int64_t m, n, k, batches;
-  std::int64_t lda_m, lda_k, ldb_k, ldb_n, ldc_m, ldc_n;  // the strides of the matrix dims
-};
-
-Problem problem(const TensorDesc& c, const TensorDesc& a, const TensorDesc& b) {
-  const int nd = c.ndim;
-  Problem p{c, a, b, c.shape[nd - 2], c.shape[nd - 1], a.shape[nd - 1], 1, 0, 0, 0, 0, 0, 0};
-  for (int d = 0; d < nd - 2; ++d) p.batches *= c.shape[d];
-  p.lda_m = a.strides[nd - 2], p.lda_k = a.strides[nd - 1];
-  p.ldb_k = b.strides[nd - 2], p.ldb_n = b.strides[nd - 1];
-  p.ldc_m = c.strides[nd - 2], p.ldc_n = c.strides[nd - 1];
-  return p;
-}
-
-__device__ void batch_offsets(const Problem& p, std::int64_t z, std::int64_t& oc, std::int64_t& oa, std::int64_t& ob) {
-  oc = oa = ob = 0;
-  for (int d = p.c.ndim - 3; d >= 0; --d) {
-    const std::int64_t i = z % p.c.shape[d];
-    z /= p.c.shape[d];
-    oc += i * p.c.strides[d];
-    oa += i * p.a.strides[d];
-    ob += i * p.b.strides[d];
-  }
-}
-
-template <class T, class TC>
-__device__ __forceinline__ void store(TC* c, T acc, T alpha, T beta) {
-  *c = static_cast<TC>(beta == T(0) ? alpha * acc : alpha * acc + beta * static_cast<T>(*c));
-}
 
 // v1, naive: one thread per element of c, a 16x16 block of threads per 16x16 tile of c. Thread (x, y)
 // walks row y of a and column x of b straight from global memory: 2K loads for 2K flops, so the
@@ -157,8 +126,6 @@ __global__ void __launch_bounds__(256) gemm_v3(Problem p, T alpha, T beta) {
   }
 }
 
-unsigned tiles(std::int64_t n, int tile) { return static_cast<unsigned>((n + tile - 1) / tile); }
-
 }  // namespace
 
 void gemm_version(int version, const TensorDesc& c, const TensorDesc& a, const TensorDesc& b, double alpha,
@@ -190,9 +157,11 @@ void CudaBackend::gemm(const TensorDesc& c, const TensorDesc& a, const TensorDes
   const Problem p = problem(c, a, b);
   if (p.m == 0 || p.n == 0 || p.batches == 0) return;
   const unsigned batch_blocks = static_cast<unsigned>(std::min<std::int64_t>(p.batches, 65535));
+  static const bool tensor_cores = has_bf16_tensor_cores();
   dispatch_gemm(c.dtype, a.dtype, "cuda gemm", [&](auto tc, auto tab) {
     using TC = decltype(tc);
     using TA = decltype(tab);
+    if (tensor_cores) return gemm_tensor_cores(p, c.dtype, alpha, beta);
     next_launch_flops(static_cast<std::uint64_t>(2 * p.m * p.n * p.k * p.batches));
     launch(gemm_v3<float, TA, TC>, dim3(tiles(p.n, kBlockN), tiles(p.m, kBlockM), batch_blocks), dim3(16, 16), 0, p,
            static_cast<float>(alpha), static_cast<float>(beta));

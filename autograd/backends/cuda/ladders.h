@@ -13,7 +13,8 @@ namespace stepformer::STEPFORMER_CUDA_NS {
 inline constexpr int kGemmVersions = 3, kSoftmaxVersions = 3, kRowSumVersions = 4, kTransposeVersions = 3;
 
 // c = alpha a b + beta c as the Backend's gemm takes it (float32 or float64), by version 1..3 (gemm.cu: 1 naive,
-// 2 shared-memory tiles, 3 register blocking; the backend's gemm runs 3).
+// 2 shared-memory tiles, 3 register blocking; the backend's gemm runs 3, and for bfloat16 operands v4 of
+// gemm_tensor_cores.cu, tested through the backend oracle).
 void gemm_version(int version, const TensorDesc& c, const TensorDesc& a, const TensorDesc& b, double alpha,
                   double beta);
 

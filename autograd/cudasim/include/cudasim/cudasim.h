@@ -9,7 +9,8 @@
 // - __syncthreads() is a counting barrier: a thread that arrives waits (yields) until every live thread of
 //   the block has arrived; threads that returned count as arrived. If every live thread waits and none can
 //   go on, cuda-sim aborts with "deadlock" and says who waits where.
-// - Warp collectives (__shfl_*_sync, __ballot_sync, __syncwarp) meet per warp of 32 threads and follow
+// - Warp collectives (__shfl_*_sync, __ballot_sync, __syncwarp, and the tensor cores' mma.sync) meet per warp of
+//   32 threads and follow
 //   PTX's lane rules (width segments, clamping for up/down). A lane outside the mask it passes, or lanes
 //   disagreeing on the mask, abort; reading an absent lane (past the end of a partial warp) returns
 //   poison: all bits set, NaN for float.
@@ -97,6 +98,11 @@ enum class Shuffle { idx, up, down, bfly };
 std::uint64_t shuffle(unsigned mask, std::uint64_t value, Shuffle mode, int lane_or_delta, int width, Site site);
 unsigned ballot(unsigned mask, bool predicate, Site site);
 void syncwarp(unsigned mask, Site site);
+// PTX's mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 (d += a b for a warp's 16 x 8 tile of d, over 16
+// of k), a warp-wide instruction: every lane of the warp passes its fragments (the PTX ISA's layout, in
+// compat.cuh) and meets the others once; the last to arrive computes all 128 sums, each in float32 over k in
+// order (the products of two bfloat16 values are exact in float32; the tensor cores' order is unspecified).
+void mma_m16n8k16_bf16(float d[4], const std::uint32_t a[4], const std::uint32_t b[2], Site site);
 
 template <class T>
 T shuffle_typed(unsigned mask, T value, Shuffle mode, int arg, int width, Site site) {

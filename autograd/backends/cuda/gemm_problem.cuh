@@ -1,0 +1,48 @@
+#pragma once
+// What the CUDA GEMM kernels share (gemm.cu: v1-v3; gemm_tensor_cores.cu: v4): the problem read off the
+// operands' descriptors, the batch walk, and the store of one element of c.
+#include "device_utils.cuh"
+
+namespace stepformer::STEPFORMER_CUDA_NS {
+
+struct Problem {
+  TensorDesc c, a, b;
+  std::int64_t m, n, k, batches;
+  std::int64_t lda_m, lda_k, ldb_k, ldb_n, ldc_m, ldc_n;  // the strides of the matrix dims
+};
+
+inline Problem problem(const TensorDesc& c, const TensorDesc& a, const TensorDesc& b) {
+  const int nd = c.ndim;
+  Problem p{c, a, b, c.shape[nd - 2], c.shape[nd - 1], a.shape[nd - 1], 1, 0, 0, 0, 0, 0, 0};
+  for (int d = 0; d < nd - 2; ++d) p.batches *= c.shape[d];
+  p.lda_m = a.strides[nd - 2], p.lda_k = a.strides[nd - 1];
+  p.ldb_k = b.strides[nd - 2], p.ldb_n = b.strides[nd - 1];
+  p.ldc_m = c.strides[nd - 2], p.ldc_n = c.strides[nd - 1];
+  return p;
+}
+
+// Batch z's offsets in c, a and b through their batch strides (stride 0 where an operand broadcasts).
+__device__ __forceinline__ void batch_offsets(const Problem& p, std::int64_t z, std::int64_t& oc, std::int64_t& oa,
+                                              std::int64_t& ob) {
+  oc = oa = ob = 0;
+  for (int d = p.c.ndim - 3; d >= 0; --d) {
+    const std::int64_t i = z % p.c.shape[d];
+    z /= p.c.shape[d];
+    oc += i * p.c.strides[d];
+    oa += i * p.a.strides[d];
+    ob += i * p.b.strides[d];
+  }
+}
+
+// c = alpha acc + beta c; beta == 0 never reads c (BLAS: it may hold garbage).
+template <class T, class TC>
+__device__ __forceinline__ void store(TC* c, T acc, T alpha, T beta) {
+  *c = static_cast<TC>(beta == T(0) ? alpha * acc : alpha * acc + beta * static_cast<T>(*c));
+}
+
+inline unsigned tiles(std::int64_t n, int tile) { return static_cast<unsigned>((n + tile - 1) / tile); }
+
+// v4 (gemm_tensor_cores.cu): bfloat16 a and b, a float32 or bfloat16 c, on the tensor cores.
+void gemm_tensor_cores(const Problem& p, DType c_dtype, double alpha, double beta);
+
+}  // namespace stepformer::STEPFORMER_CUDA_NS
