@@ -135,6 +135,33 @@ TEMPLATE_TEST_CASE("GEMM: small products take the direct path and agree with the
         }
 }
 
+// A of at most 4 rows (a decode step) skips packing (gemm_thin.cpp): B read along k when it is a transposed
+// weight, along n otherwise; columns past one 256-column chunk; A row-major (the dot-product path) and
+// transposed; C strided; one and many threads (the columns split between them).
+TEMPLATE_TEST_CASE("GEMM: thin products (M <= 4) agree with the reference, B either way", "[gemm]", float, double) {
+  using T = TestType;
+  const double eps = std::is_same_v<T, float> ? 1.2e-7 : 2.3e-16;
+  for (const std::int64_t M : {1, 2, 4})
+    for (const std::int64_t N : {1, 300, 1100})
+      for (const std::int64_t K : {1, 33, 1000})
+        for (const bool trans_a : {false, true})
+          for (const bool trans_b : {false, true})
+            for (const int threads : {1, 2}) {
+              INFO("M=" << M << " N=" << N << " K=" << K << " trans_a=" << trans_a << " trans_b=" << trans_b
+                        << " threads=" << threads);
+              const auto av = random_values<T>(M * K, 14), bv = random_values<T>(K * N, 15);
+              const MatrixView<const T> a{av.data(), trans_a ? 1 : K, trans_a ? M : 1};
+              const MatrixView<const T> b{bv.data(), trans_b ? 1 : N, trans_b ? K : 1};
+              auto got = random_values<T>(M * N * 2, 16), want = got;
+              gemm<T>(M, N, K, T(1.5), a, b, T(0.5), {got.data(), 2 * N, 2}, threads);
+              reference<T>(M, N, K, T(1.5), a, b, T(0.5), {want.data(), 2 * N, 2});
+              double worst = 0;
+              for (std::size_t i = 0; i < got.size(); ++i)
+                worst = std::max(worst, std::abs(static_cast<double>(got[i]) - static_cast<double>(want[i])));
+              CHECK(worst <= 4.0 * static_cast<double>(K) * eps + 4 * eps);
+            }
+}
+
 // bfloat16 A and B, float32 C (chapter 11): gemm's own choice (the vdpbf16ps kernel, avx512_bf16, on a CPU that
 // has AVX512_BF16) and every float32 kernel on widened operands (the fallback, which naming a kernel forces)
 // against a double sum of the same bfloat16 values. Odd K leaves half a pair, whose zero must add nothing; K
@@ -150,7 +177,7 @@ TEST_CASE("bfloat16 GEMM: the dot-product kernel and the widened fallback match 
     std::int64_t M, N, K;
   };
   const Shape shapes[] = {{3, 257, 1},    {29, 300, 2},   {65, 33, 65},   {15, 40, 257}, {33, 65, 258},
-                          {15, 40, 2051}, {300, 33, 512}, {29, 64, 4100}, {7, 16, 32}};
+                          {15, 40, 2051}, {300, 33, 512}, {29, 64, 4100}, {7, 16, 32},   {1, 700, 300}};
   for (const auto& [M, N, K] : shapes)
     for (const auto* kernel : kernels)
       for (const bool trans_a : {false, true})

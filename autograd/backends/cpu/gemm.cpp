@@ -31,6 +31,7 @@
 #include "gemm_isa.h"
 #include "gemm_microkernel.h"
 #include "gemm_pack.h"
+#include "gemm_thin.h"
 #include "strided.h"
 #include "vmath.h"
 
@@ -311,6 +312,7 @@ void gemm(std::int64_t M, std::int64_t N, std::int64_t K, T alpha, MatrixView<co
           T beta, MatrixView<T> c, int threads, const GemmKernel<T>* kernel) {
   if (M <= 0 || N <= 0) return;
   if (K <= 0 || alpha == 0) return scale(M, N, beta, c);
+  if (!kernel && M <= kThinRows) return thin_gemm(M, N, K, alpha, a, b, beta, c, team_size(M, N, K, threads));
   if constexpr (std::is_same_v<TA, bfloat16>) {
     if (const gemm_detail::MicroKernelBf16* dot = kernel ? nullptr : bf16_dot()) {
       // Attention's per-head products too: reading A in place leaves too little overhead for the direct loop.

@@ -48,7 +48,8 @@ struct RowBlocks {
 
 // C[M, N] = alpha * A[M, K] @ B[K, N] + beta * C, on up to `threads` OpenMP threads (0: the default
 // count; 1: the caller's thread only). beta == 0 never reads C. Without an explicit kernel, products of
-// at most 65,536 multiply-adds (and N <= 256) take a direct loop instead of packing.
+// at most 65,536 multiply-adds (and N <= 256) take a direct loop instead of packing, and so does an A of at
+// most 4 rows (gemm_thin.h: a decode step).
 // TA is the operands' type: T itself, or bfloat16 with T float (widened as they are packed; gemm.cpp).
 template <class T, class TA = T>
 void gemm(std::int64_t M, std::int64_t N, std::int64_t K, T alpha, MatrixView<const TA> a, MatrixView<const TA> b,
