@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "autograd/bfloat16.h"
 #include "cudasim/check.h"
 #include "cudasim/cudasim.h"
 #include "cudasim/profile.h"
@@ -161,6 +162,55 @@ TEST_CASE("cuda-sim: warp shuffles follow the PTX lane rules", "[cudasim][ch09]"
       CHECK(static_cast<unsigned>(got[128 + lane]) == 0xAAAAAAAAu);
     }
   });
+}
+
+// The tensor cores' mma.sync m16n8k16 (bfloat16 in, float32 sums), with the fragments laid out as the PTX ISA
+// says, written out here once more: lane 4g + t holds A's rows g and g + 8 at columns 2t, 2t + 1 and 8 higher,
+// B's column g at rows 2t, 2t + 1 and 8 higher, and D's rows g and g + 8 at columns 2t, 2t + 1. Small integers
+// are exact in bfloat16 and in the float32 sums, so D must equal C + A B exactly.
+TEST_CASE("cuda-sim: mma.sync multiplies a warp's fragments as the PTX ISA lays them out; a partial warp stops",
+          "[cudasim][ch09]") {
+  float a[16][16], b[16][8], c[16][8];
+  for (int i = 0; i < 16; ++i)
+    for (int k = 0; k < 16; ++k) a[i][k] = static_cast<float>((i * 3 + k * 5) % 7 - 3);
+  for (int k = 0; k < 16; ++k)
+    for (int j = 0; j < 8; ++j) b[k][j] = static_cast<float>((k * 2 + j * 7) % 5 - 2);
+  for (int i = 0; i < 16; ++i)
+    for (int j = 0; j < 8; ++j) c[i][j] = static_cast<float>(i - j);
+  struct Operands {
+    const float (*a)[16];
+    const float (*b)[8];
+    const float (*c)[8];
+    float (*d)[8];
+  };
+  float d[16][8];
+  auto kernel = [](Operands o) {
+    const int lane = static_cast<int>(threadIdx.x) % 32, g = lane / 4, t = lane % 4;
+    auto pair = [](float lo, float hi) {
+      return stepformer::float_bits(lo) >> 16 | (stepformer::float_bits(hi) & 0xFFFF0000u);
+    };
+    const std::uint32_t fa[4] = {pair(o.a[g][2 * t], o.a[g][2 * t + 1]), pair(o.a[g + 8][2 * t], o.a[g + 8][2 * t + 1]),
+                                 pair(o.a[g][2 * t + 8], o.a[g][2 * t + 9]),
+                                 pair(o.a[g + 8][2 * t + 8], o.a[g + 8][2 * t + 9])};
+    const std::uint32_t fb[2] = {pair(o.b[2 * t][g], o.b[2 * t + 1][g]), pair(o.b[2 * t + 8][g], o.b[2 * t + 9][g])};
+    float fd[4] = {o.c[g][2 * t], o.c[g][2 * t + 1], o.c[g + 8][2 * t], o.c[g + 8][2 * t + 1]};
+    cudasim::mma_m16n8k16_bf16(fd, fa, fb, {__FILE__, __LINE__});
+    o.d[g][2 * t] = fd[0], o.d[g][2 * t + 1] = fd[1], o.d[g + 8][2 * t] = fd[2], o.d[g + 8][2 * t + 1] = fd[3];
+  };
+  in_every_schedule([&] {
+    launch(kernel, dim3(1), dim3(32), 0, Operands{a, b, c, d});
+    for (int i = 0; i < 16; ++i)
+      for (int j = 0; j < 8; ++j) {
+        float want = c[i][j];
+        for (int k = 0; k < 16; ++k) want += a[i][k] * b[k][j];
+        INFO("d[" << i << "][" << j << "]");
+        CHECK(d[i][j] == want);
+      }
+  });
+  const auto partial = run_in_child([&] { launch(kernel, dim3(1), dim3(16), 0, Operands{a, b, c, d}); });
+  CHECK(partial.aborted);
+  CHECK(partial.stderr_text.find("mma.sync: warp 0 in block (0, 0, 0) has 16 lanes; the instruction needs all 32") !=
+        std::string::npos);
 }
 
 TEST_CASE("cuda-sim: a shuffle reading an absent lane of a partial warp gets poison (NaN)", "[cudasim][ch09]") {
