@@ -35,7 +35,7 @@ inline void next_launch_flops(std::uint64_t) {}
 
 // d += a b on the tensor cores: a warp's 16 x 8 tile of d over 16 of k, bfloat16 operands, float32 sums (PTX
 // ISA, "Warp-level matrix multiply-accumulate instructions", mma.sync m16n8k16; the fragments' layout is written
-// out in autograd/cudasim/src/cudasim.cpp, mma_bf16). Needs compute capability 8.0 (A100) or newer.
+// out in autograd/cudasim/src/mma.h). Needs compute capability 8.0 (A100) or newer.
 __device__ __forceinline__ void mma_m16n8k16_bf16(float (&d)[4], const std::uint32_t (&a)[4],
                                                   const std::uint32_t (&b)[2]) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800

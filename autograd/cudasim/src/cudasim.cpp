@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "checker.h"
+#include "mma.h"
 #include "scheduler.h"
 
 namespace cudasim {
@@ -329,48 +330,6 @@ void syncthreads(Site site) {
 
 namespace {
 
-// A lane's part of an mma.sync: its fragments, on its own stack while it waits at the meeting.
-struct MmaFragments {
-  float* d;
-  const std::uint32_t* a;
-  const std::uint32_t* b;
-};
-
-float bf16_half(std::uint32_t pair, int half) {  // the low half holds the element of lower k
-  const std::uint32_t bits = (half == 0 ? pair & 0xFFFFu : pair >> 16) << 16;
-  float x;
-  std::memcpy(&x, &bits, 4);
-  return x;
-}
-
-// The PTX ISA's m16n8k16 layout for 16-bit A and B, with g = lane / 4 and t = lane % 4: a[0] holds A's row g,
-// columns 2t and 2t + 1; a[1] row g + 8; a[2] and a[3] the same rows at columns 8 higher. b[0] holds B's rows
-// 2t and 2t + 1 of column g, b[1] rows 8 higher. d[0], d[1]: row g, columns 2t and 2t + 1; d[2], d[3]: row g + 8.
-void mma_bf16(const std::uint64_t (&lanes)[32]) {
-  auto fragments = [&](int lane) {
-    return *reinterpret_cast<const MmaFragments*>(lanes[static_cast<std::size_t>(lane)]);
-  };
-  float a[16][16], b[16][8];
-  for (int lane = 0; lane < 32; ++lane) {
-    const MmaFragments f = fragments(lane);
-    const int g = lane / 4, t = lane % 4;
-    for (int r = 0; r < 4; ++r)
-      for (int h = 0; h < 2; ++h) a[g + 8 * (r % 2)][2 * t + h + 8 * (r / 2)] = bf16_half(f.a[r], h);
-    for (int r = 0; r < 2; ++r)
-      for (int h = 0; h < 2; ++h) b[2 * t + h + 8 * r][g] = bf16_half(f.b[r], h);
-  }
-  for (int lane = 0; lane < 32; ++lane) {
-    const MmaFragments f = fragments(lane);
-    const int g = lane / 4, t = lane % 4;
-    for (int i = 0; i < 4; ++i) {
-      const int row = g + 8 * (i / 2), col = 2 * t + i % 2;
-      float sum = f.d[i];
-      for (int k = 0; k < 16; ++k) sum += a[row][k] * b[k][col];
-      f.d[i] = sum;
-    }
-  }
-}
-
 // Arrives at the warp's collective; returns this lane's result once every lane of the mask has arrived.
 std::uint64_t collective(int kind, unsigned mask, std::uint64_t value, Shuffle mode, int arg, int width,
                          const char* name, Site site) {
@@ -425,7 +384,7 @@ std::uint64_t collective(int kind, unsigned mask, std::uint64_t value, Shuffle m
     if (op.arrived != 0xffffffffu)
       fail(fmt::format("mma.sync: warp {} in {} has {} lanes; the instruction needs all 32", warp, where(l),
                        __builtin_popcount(op.arrived)));
-    mma_bf16(op.values);
+    mma_bf16(op.values);  // each value: the address of a lane's MmaFragments
   }
   for (int k = 0; k < 32; ++k) {
     if (!(op.arrived >> k & 1u)) continue;
