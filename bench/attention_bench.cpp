@@ -20,6 +20,7 @@
 #include <string>
 
 #include "autograd/autograd.h"
+#include "device_wait.h"
 #include "model_setup.h"
 #include "timing.h"
 #include "transformer/encoder.h"
@@ -33,9 +34,6 @@ Tensor composite(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor
       masked_fill(matmul(q, transpose(k, -2, -1)) * scale, future, -std::numeric_limits<double>::infinity());
   return matmul(softmax(s, -1), v);
 }
-
-// Waits for the device: a one-element copy to the host (the CUDA runtime's copies are synchronous).
-void sync(const Tensor& t) { (void)narrow(view(t, {-1}), 0, 0, 1).item(); }
 
 int layer_step(const std::string& which, std::int64_t T, Device dev) {
   transformer::Config cfg;  // the base model's layer: d_model 512, 8 heads, d_ff 2048, dropout 0.1
@@ -52,7 +50,7 @@ int layer_step(const std::string& which, std::int64_t T, Device dev) {
       [&] {
         const Tensor y = layer(x, causal).context;
         y.backward(g);
-        sync(x.grad());
+        bench::wait_for(x.grad());
       },
       2, 2.0);
   fmt::print("layer step, {} attention, T {}: {:.1f} ms, peak RSS {:.0f} MB\n", which, T, 1e3 * best,
@@ -100,7 +98,7 @@ int main(int argc, char** argv) {
       const Tensor out = which == 0 ? composite(q, k, v, future, scale) : flash_attention(q, k, v, {}, scale, true);
       held[which] = backend.bytes_in_use() - before;
       out.backward(g);
-      sync(q.grad());
+      bench::wait_for(q.grad());
       for (Tensor* t : {&q, &k, &v}) t->zero_grad();
     };
     const auto best = bench::best_of_rotation(

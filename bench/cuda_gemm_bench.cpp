@@ -15,15 +15,10 @@
 
 #include "autograd/autograd.h"
 #include "autograd/backend.h"
+#include "device_wait.h"
 #include "timing.h"
 
 using namespace stepformer;
-
-namespace {
-
-void sync(const Tensor& t) { (void)narrow(view(t, {-1}), 0, 0, 1).item(); }
-
-}  // namespace
 
 int main(int argc, char** argv) {
   std::string device = "cuda";
@@ -60,7 +55,7 @@ int main(int argc, char** argv) {
     const int reps = dev.type == DeviceType::cuda ? static_cast<int>(std::clamp(1e13 / flops, 1.0, 1000.0)) : 1;
     auto run = [&](int which) {
       for (int r = 0; r < reps; ++r) backend.gemm(c.desc(), a[which].desc(), b[which].desc(), 1.0, 0.0);
-      sync(c);
+      bench::wait_for(c);
     };
     const auto best = bench::best_of_rotation(
         3, 1.0, [&] { run(0); }, [&] { run(1); });
