@@ -2,93 +2,22 @@
 // each bug is reported with its checker, kind, kernel, threads and location, under every schedule; the same
 // kernel fixed is clean under every schedule with every check on. This file is instrumented as the
 // project's kernels are: the kernels below are plain CUDA.
-#include <algorithm>
 #include <catch2/catch_test_macros.hpp>
-#include <numeric>
 #include <string>
-#include <utility>
 #include <vector>
 
-#include "cudasim/check.h"
-#include "cudasim/cudasim.h"
+#include "check_test_helpers.h"
 
 using cudasim::dim3;
 using cudasim::launch;
 using cudasim::check::Report;
+using namespace checks_test;
 
 namespace {
 
-// Device memory holding `values` (tracked by the checker: host vectors are not device memory).
-template <class T>
-struct DeviceArray {
-  T* data = nullptr;
-  std::size_t n = 0;
-  explicit DeviceArray(const std::vector<T>& values) : n(values.size()) {
-    data = static_cast<T*>(cudasim::device_allocate(n * sizeof(T)));
-    cudasim::copy_to_device(data, values.data(), n * sizeof(T));
-  }
-  explicit DeviceArray(std::size_t count) : n(count) {
-    data = static_cast<T*>(cudasim::device_allocate(n * sizeof(T)));
-  }
-  ~DeviceArray() { cudasim::device_free(data); }
-  std::vector<T> host() const { return std::vector<T>(data, data + n); }
-};
-
-std::vector<float> iota(std::size_t n) {
-  std::vector<float> v(n);
-  std::iota(v.begin(), v.end(), 0.f);
-  return v;
-}
-
-const std::pair<cudasim::Schedule, std::uint64_t> kSchedules[] = {{cudasim::Schedule::forward, 0},
-                                                                  {cudasim::Schedule::reverse, 0},
-                                                                  {cudasim::Schedule::random, 1},
-                                                                  {cudasim::Schedule::random, 2}};
-
-// Runs `run` with every check on, recording reports; returns them (the checks are off again after).
-template <class F>
-std::vector<Report> recorded(F run) {
-  cudasim::check::take_reports();
-  cudasim::check::enable(cudasim::check::all);
-  cudasim::check::set_on_report(cudasim::check::OnReport::record);
-  run();
-  cudasim::check::set_on_report(cudasim::check::OnReport::throw_after_launch);
-  cudasim::check::enable(cudasim::check::none);
-  return cudasim::check::take_reports();
-}
-
-// recorded(run) under every schedule; the reports per schedule.
-template <class F>
-std::vector<std::vector<Report>> under_every_schedule(F run) {
-  std::vector<std::vector<Report>> out;
-  for (const auto& [order, seed] : kSchedules) {
-    cudasim::set_schedule(order, seed);
-    out.push_back(recorded(run));
-  }
-  cudasim::set_schedule(cudasim::Schedule::forward);
-  return out;
-}
-
-// The first report of `checker`, or null.
-const Report* find(const std::vector<Report>& reports, const std::string& checker) {
-  const auto it = std::find_if(reports.begin(), reports.end(), [&](const Report& r) { return r.checker == checker; });
-  return it == reports.end() ? nullptr : &*it;
-}
-
-bool same(const cudasim::uint3& a, unsigned x, unsigned y = 0, unsigned z = 0) {
-  return a.x == x && a.y == y && a.z == z;
-}
-
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
-
-std::string all_messages(const std::vector<Report>& reports) {
-  std::string s;
-  for (const Report& r : reports) s += r.message + "\n";
-  return s;
-}
-
 // 1. A shared-memory tile reversed without the barrier between writing and reading it.
 constexpr unsigned kTileThreads = 64;
+constexpr int kReverseTileWriteLine = __LINE__ + 4;  // the reports name source lines: `tile[t] = in[t]`
 __global__ void reverse_tile(const float* in, float* out, bool with_barrier) {
   __shared__ float tile[kTileThreads];
   const unsigned t = threadIdx.x;
@@ -115,6 +44,18 @@ __global__ void shift_into_tile(float* out, int shift) {
   out[threadIdx.x] = tile[threadIdx.x];
 }
 
+// 4c. The same in static shared memory, with a second array of the same size declared right after the first:
+// 64 bytes each, so no alignment padding lies between them and only cuda-sim's gaps separate them.
+__global__ void shift_into_static_tile(float* out, int shift) {
+  __shared__ float first[16];
+  __shared__ float second[16];
+  second[threadIdx.x] = 2.f;
+  first[static_cast<int>(threadIdx.x) + shift] = 1.f;
+  __syncthreads();
+  out[threadIdx.x] = first[threadIdx.x] + second[threadIdx.x];
+}
+
+constexpr int kRowSumsReadLine = __LINE__ + 5;  // the loop that reads m
 __global__ void row_sums(const float* m, float* out, int rows, int cols, bool off_by_one) {
   const int r = static_cast<int>(threadIdx.x);
   if (r >= rows) return;
@@ -132,6 +73,7 @@ __global__ void load_vectors(const float* in, float* out, int first) {
 
 // 5. A three-point sum through shared memory: the halo element tile[32] is read, but only written when the
 // kernel is fixed.
+constexpr int kThreePointReadLine = __LINE__ + 8;  // `out[t] = tile[t] + ...`
 __global__ void three_point_sum(const float* in, float* out, bool write_halo) {
   __shared__ float tile[34];
   const unsigned t = threadIdx.x;
@@ -206,6 +148,8 @@ TEST_CASE("racecheck: a missing __syncthreads in a shared-memory tile", "[cudasi
   CHECK(same(first->thread, 32));
   CHECK(same(first->other_thread, 31));
   CHECK(first->location == "shared tile + element 32");
+  CHECK(contains(first->message, "(at reverse_tile+0x"));
+  CHECK(contains(first->message, ", test_checks.cpp:" + std::to_string(kReverseTileWriteLine) + ")"));
   CHECK(contains(all_messages(bad[0]), "racecheck: read-after-write"));
   CHECK(contains(all_messages(bad[0]), "initcheck: uninitialised read"));  // and thread 0 read tile[63] unwritten
   // Reverse: the mirror image.
@@ -276,6 +220,8 @@ TEST_CASE("memcheck: a row read one element past its end", "[cudasim][check][ch0
     CHECK(same(r.thread, rows - 1));  // only the last row's extra element is outside the allocation
     CHECK(contains(r.location, "0 bytes past the end of allocation"));
     CHECK(contains(r.location, "(140 bytes)"));
+    CHECK(contains(r.message, "(at row_sums+0x"));
+    CHECK(contains(r.message, ", test_checks.cpp:" + std::to_string(kRowSumsReadLine) + ")"));
   }
   const auto fixed =
       under_every_schedule([&] { launch(row_sums, dim3(1), dim3(32), 0, m.data, out.data, rows, cols, false); });
@@ -305,6 +251,29 @@ TEST_CASE("memcheck: writes past the end and before the start of dynamic shared 
       under_every_schedule([&] { launch(shift_into_tile, dim3(1), dim3(8), 8 * sizeof(float), out.data, 0); });
   for (const auto& reports : fixed) CHECK(all_messages(reports).empty());
   CHECK(out.host() == std::vector<float>(8, 1.f));
+}
+
+TEST_CASE("memcheck: writes past the end and before the start of a static __shared__ array", "[cudasim][check][ch09]") {
+  DeviceArray<float> out(16);
+  for (const int shift : {1, -1}) {
+    const auto bad = under_every_schedule([&] {
+      CHECK_THROWS_AS(launch(shift_into_static_tile, dim3(1), dim3(16), 0, out.data, shift),
+                      cudasim::check::CheckError);
+    });
+    for (const auto& reports : bad) {
+      INFO("shift " << shift << ": " << all_messages(reports));
+      REQUIRE(reports.size() == 1);
+      CHECK(reports[0].checker == "memcheck");
+      CHECK(reports[0].kind == "out of bounds");
+      CHECK(reports[0].kernel == "shift_into_static_tile");
+      CHECK(same(reports[0].thread, shift > 0 ? 15 : 0));
+      CHECK(contains(reports[0].location, shift > 0 ? "0 bytes past the end of shared first (64 bytes)"
+                                                    : "4 bytes before shared first (64 bytes)"));
+    }
+  }
+  const auto fixed = under_every_schedule([&] { launch(shift_into_static_tile, dim3(1), dim3(16), 0, out.data, 0); });
+  for (const auto& reports : fixed) CHECK(all_messages(reports).empty());
+  CHECK(out.host() == std::vector<float>(16, 3.f));
 }
 
 TEST_CASE("memcheck: a 16-byte vector load from an address that is not a multiple of 16", "[cudasim][check][ch09]") {
@@ -366,6 +335,7 @@ TEST_CASE("initcheck: a shared halo element no thread wrote", "[cudasim][check][
     CHECK(reports[0].kernel == "three_point_sum");
     CHECK(same(reports[0].thread, 31));  // the last thread reads tile[33]
     CHECK(reports[0].location == "shared tile + element 33");
+    CHECK(contains(reports[0].message, ", test_checks.cpp:" + std::to_string(kThreePointReadLine) + ")"));
   }
   const auto fixed =
       under_every_schedule([&] { launch(three_point_sum, dim3(1), dim3(32), 0, in.data, out.data, true); });

@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -44,6 +45,40 @@ std::vector<Cell> shared_cells;   // static __shared__ variables (the cudasim_sh
 std::vector<Cell> dynamic_cells;  // the launch's dynamic shared memory
 std::uintptr_t dynamic_begin = 0;
 std::size_t dynamic_bytes = 0;
+
+// The static __shared__ variables, in address order, and per byte of the section whether a variable holds it
+// (not a gap of cudasim.h's __shared__, not alignment padding): built once, at the first launch.
+std::vector<Symbol> shared_variables;
+std::vector<unsigned char> shared_held;
+
+[[maybe_unused]] void map_shared_variables() {
+  static bool mapped = false;
+  if (mapped) return;
+  mapped = true;
+  shared_held.assign(shared_bytes, 0);
+  for (Symbol& s : symbols_within(shared_begin, shared_begin + shared_bytes)) {
+    if (s.name.rfind("cudasim_shared_gap_", 0) == 0) continue;
+    std::fill_n(shared_held.begin() + static_cast<std::ptrdiff_t>(s.start - shared_begin), s.size, 1);
+    shared_variables.push_back(std::move(s));
+  }
+  if (shared_variables.empty()) std::fill(shared_held.begin(), shared_held.end(), 1);  // stripped: cannot tell
+}
+
+// Where an access outside every static __shared__ variable lies: past the end of the variable before it, or
+// before the one after, whichever is nearer.
+std::string outside_shared_variables(std::uintptr_t a) {
+  const auto after = std::upper_bound(shared_variables.begin(), shared_variables.end(), a,
+                                      [](std::uintptr_t v, const Symbol& s) { return v < s.start; });
+  const Symbol* before = after == shared_variables.begin() ? nullptr : &*std::prev(after);
+  if (before && a < before->start + before->size)  // starts inside it, runs past its end
+    return fmt::format("shared {} ({} bytes), running past its end", before->name, before->size);
+  const std::size_t past = before ? a - (before->start + before->size) : SIZE_MAX;
+  const std::size_t ahead = after != shared_variables.end() ? after->start - a : SIZE_MAX;
+  if (before && past <= ahead)
+    return fmt::format("{} bytes past the end of shared {} ({} bytes)", past, before->name, before->size);
+  if (ahead != SIZE_MAX) return fmt::format("{} bytes before shared {} ({} bytes)", ahead, after->name, after->size);
+  return fmt::format("shared memory + byte {}, in no __shared__ variable", a - shared_begin);
+}
 
 std::string describe(const Region& r, std::uintptr_t a, unsigned size) {
   const std::size_t offset = a - r.start;
@@ -103,6 +138,10 @@ void access(const void* address, unsigned size, bool write, bool atomic, const v
   Region r{Region::global};
   if (a - shared_begin < shared_bytes) {
     r = {Region::shared_static, shared_begin, nullptr, shared_cells.data()};
+    const unsigned char* held = shared_held.data();
+    const std::size_t at = a - shared_begin, end = std::min<std::size_t>(at + size, shared_bytes);
+    if ((enabled_checks & check::mem) && std::find(held + at, held + end, 0) != held + end)
+      trap(*l, "out of bounds", outside_shared_variables(a), ": ", a, size, write, atomic, code);
   } else if (a - dynamic_begin < dynamic_bytes) {
     r = {Region::shared_dynamic, dynamic_begin, nullptr, dynamic_cells.data()};
     if (a + size > dynamic_begin + dynamic_bytes && (enabled_checks & check::mem))  // straddles the end
@@ -230,6 +269,7 @@ void check_launch_begin(Launch& l) {
 #if defined(CUDASIM_CHECK)
   shared_begin = reinterpret_cast<std::uintptr_t>(__start_cudasim_shared);
   shared_bytes = static_cast<std::size_t>(__stop_cudasim_shared - __start_cudasim_shared);
+  map_shared_variables();
 #endif
   shared_cells.assign(shared_bytes, Cell{});
 }
@@ -238,7 +278,7 @@ void check_block_begin(Launch& l) {
   dynamic_begin = reinterpret_cast<std::uintptr_t>(l.b->shared->data());
   dynamic_bytes = l.b->shared->size();
   if (dynamic_cells.size() < dynamic_bytes) dynamic_cells.resize(dynamic_bytes);
-  if (shared_bytes) std::memset(reinterpret_cast<void*>(shared_begin), 0xFF, shared_bytes);  // poison, as dynamic
+  if (shared_bytes && shared_begin) std::memset(reinterpret_cast<void*>(shared_begin), 0xFF, shared_bytes);  // poison
   if (profiling_on) profile_block_begin(l);
 }
 

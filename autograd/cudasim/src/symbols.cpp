@@ -30,17 +30,6 @@ std::vector<char> read_file(const char* path) {
   return std::vector<char>(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
-std::uintptr_t load_bias() {
-  std::uintptr_t bias = 0;
-  dl_iterate_phdr(
-      [](dl_phdr_info* info, std::size_t, void* out) {
-        *static_cast<std::uintptr_t*>(out) = info->dlpi_addr;  // the first object is the program itself
-        return 1;
-      },
-      &bias);
-  return bias;
-}
-
 std::vector<Entry> load_symbols() {
   std::vector<Entry> out;
   const std::vector<char> file = read_file("/proc/self/exe");
@@ -53,7 +42,7 @@ std::vector<Entry> load_symbols() {
       eh->e_shoff + std::uint64_t{eh->e_shnum} * sizeof(Elf64_Shdr) > file.size())
     return out;
   const auto* sections = reinterpret_cast<const Elf64_Shdr*>(file.data() + eh->e_shoff);
-  const std::uintptr_t bias = load_bias();
+  const std::uintptr_t bias = program_load_bias();
   for (int i = 0; i < eh->e_shnum; ++i) {
     const Elf64_Shdr& sh = sections[i];
     if (sh.sh_type != SHT_SYMTAB || sh.sh_link >= eh->e_shnum) continue;
@@ -108,22 +97,46 @@ std::string demangle(const std::string& mangled) {
   return status == 0 && out ? std::string(out.get()) : mangled;
 }
 
+const std::vector<Entry>& symbols() {
+  static const std::vector<Entry> all = load_symbols();
+  return all;
+}
+
 }  // namespace
 
+std::uintptr_t program_load_bias() {
+  std::uintptr_t bias = 0;
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, std::size_t, void* out) {
+        *static_cast<std::uintptr_t*>(out) = info->dlpi_addr;  // the first object is the program itself
+        return 1;
+      },
+      &bias);
+  return bias;
+}
+
 SymbolName symbol_at(const void* address) {
-  static const std::vector<Entry> symbols = load_symbols();
+  const std::vector<Entry>& all = symbols();
   const auto a = reinterpret_cast<std::uintptr_t>(address);
-  auto it =
-      std::upper_bound(symbols.begin(), symbols.end(), a, [](std::uintptr_t v, const Entry& e) { return v < e.start; });
-  if (it == symbols.begin()) return {};
+  auto it = std::upper_bound(all.begin(), all.end(), a, [](std::uintptr_t v, const Entry& e) { return v < e.start; });
+  if (it == all.begin()) return {};
   --it;
   if (a >= it->start + it->size) return {};
   return {shorten(demangle(it->mangled)), a - it->start, true};
 }
 
+std::vector<Symbol> symbols_within(std::uintptr_t begin, std::uintptr_t end) {
+  std::vector<Symbol> out;
+  for (const Entry& e : symbols())
+    if (e.start >= begin && e.start + e.size <= end) out.push_back({e.start, e.size, shorten(demangle(e.mangled))});
+  return out;
+}
+
 std::string code_site(const void* address) {
   const SymbolName s = symbol_at(address);
-  return s.found ? fmt::format("{}+{:#x}", s.name, s.offset) : fmt::format("{}", address);
+  const std::string at = s.found ? fmt::format("{}+{:#x}", s.name, s.offset) : fmt::format("{}", address);
+  const std::string line = source_line(address);
+  return line.empty() ? at : at + ", " + line;
 }
 
 }  // namespace cudasim::detail

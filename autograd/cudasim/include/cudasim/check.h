@@ -42,7 +42,7 @@ struct Report {
   bool has_other = false;
   uint3 other_block, other_thread;  // the other side of a race, or the thread elsewhere at a barrier
   std::string location;             // "shared a_tile + element 17", "allocation 0x... (1024 bytes) + element 256",
-                                    // or a call site "kernel+0x1c4"
+                                    // or a call site "test_checks.cpp:94"
   std::string message;              // everything above as one text, as printed
   int repeats = 0;                  // more reports of the same kind at the same code in the same launch
 };

@@ -141,8 +141,17 @@ void launch(Kernel kernel, dim3 grid, dim3 block, std::size_t shared_bytes, Args
 #define __host__
 #define __forceinline__ inline
 #define __launch_bounds__(...)
-#if defined(CUDASIM_CHECK)  // the checker must know shared memory's addresses: one section, named
-#define __shared__ static __attribute__((section("cudasim_shared")))
+#if defined(CUDASIM_CHECK)
+// The checker must know shared memory's addresses: one section, named. Each variable comes with a 64-byte gap
+// declared just before it (compilers lay a function's statics out in order or in reverse, so a gap sits between
+// any two variables): memcheck reports an access to a gap or to alignment padding as out of bounds, where it
+// would otherwise land in the next array unseen.
+#define CUDASIM_CONCAT_(a, b) a##b
+#define CUDASIM_CONCAT(a, b) CUDASIM_CONCAT_(a, b)
+#define __shared__                                                                                              \
+  static __attribute__((section("cudasim_shared"), used, aligned(64))) char CUDASIM_CONCAT(cudasim_shared_gap_, \
+                                                                                           __COUNTER__)[64];    \
+  static __attribute__((section("cudasim_shared"), aligned(64)))
 #else
 #define __shared__ static thread_local
 #endif
