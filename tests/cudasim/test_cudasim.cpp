@@ -7,10 +7,12 @@
 #include <catch2/catch_test_macros.hpp>
 #include <cmath>
 #include <csignal>
+#include <cstring>
 #include <numeric>
 #include <set>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -247,6 +249,47 @@ TEST_CASE("cuda-sim: atomics from many blocks and threads", "[cudasim][ch09]") {
   launch([](int* h) { atomicAdd(&h[(blockIdx.x * blockDim.x + threadIdx.x) % 8], 1); }, dim3(5), dim3(96), 0,
          histogram.data());
   for (int c : histogram) CHECK(c == 5 * 96 / 8);
+}
+
+// A grid large enough to run on several OS threads (cudasim.h, set_os_threads): each block records which OS
+// thread ran it, each CUDA thread computes a value of its own (a little work, so that every OS thread gets
+// blocks) and adds into one count and one float total, 16 times each.
+__global__ void spread_blocks(float* out, std::thread::id* ran_on, int* count, float* total) {
+  const unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (threadIdx.x == 0) ran_on[blockIdx.x] = std::this_thread::get_id();
+  float v = static_cast<float>(i);
+  for (int k = 0; k < 500; ++k) v = v * 0.999f + std::sin(static_cast<float>(k + i));
+  out[i] = v;
+  for (int k = 0; k < 16; ++k) atomicAdd(count, 1), atomicAdd(total, 1.f);
+}
+
+TEST_CASE("cuda-sim: a large grid's blocks run on several OS threads, bit for bit as on one, atomics atomic",
+          "[cudasim][ch09]") {
+  constexpr unsigned kBlocks = 128, kThreads = 256, kAll = kBlocks * kThreads;
+  struct Run {
+    std::vector<float> out = std::vector<float>(kAll);
+    std::vector<std::thread::id> ran_on = std::vector<std::thread::id>(kBlocks);
+    int count = 0;
+    float total = 0;
+  };
+  const auto run_on = [&](unsigned os_threads) {
+    Run r;
+    cudasim::set_os_threads(os_threads);
+    launch(spread_blocks, dim3(kBlocks), dim3(kThreads), 0, r.out.data(), r.ran_on.data(), &r.count, &r.total);
+    cudasim::set_os_threads(0);
+    return r;
+  };
+  const Run one = run_on(1), four = run_on(4);
+  CHECK(std::set<std::thread::id>(one.ran_on.begin(), one.ran_on.end()).size() == 1);
+  const std::size_t os_threads_used = std::set<std::thread::id>(four.ran_on.begin(), four.ran_on.end()).size();
+  if (cudasim::check::instrumented())
+    CHECK(os_threads_used == 1);  // the checking build watches one static section of __shared__: one OS thread
+  else
+    CHECK(os_threads_used > 1);
+  CHECK(std::memcmp(one.out.data(), four.out.data(), kAll * sizeof(float)) == 0);
+  CHECK(one.count == 16 * kAll);
+  CHECK(four.count == 16 * kAll);    // a plain read-modify-write loses additions between OS threads
+  CHECK(four.total == 16.f * kAll);  // integers below 2^24: exact in float whatever the order
 }
 
 TEST_CASE("cuda-sim: exited threads count as arrived at a barrier", "[cudasim][ch09]") {

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -310,11 +311,14 @@ void check_launch_end(Launch& l) {
 // --- atomics (out of line: not seen as plain loads and stores) ---------------------------------------------
 
 namespace {
+// Atomic for real: blocks may run on several OS threads at once (workers.h).
 template <class T, class Op>
 T read_modify_write(T* address, T value, Op op, const void* code) {
   access(address, sizeof(T), true, true, code);
-  const T old = *address;
-  *address = op(old, value);
+  std::atomic_ref<T> cell(*address);
+  T old = cell.load(std::memory_order_relaxed);
+  while (!cell.compare_exchange_weak(old, op(old, value), std::memory_order_relaxed)) {
+  }
   return old;
 }
 const auto sum = [](auto x, auto y) { return x + y; };

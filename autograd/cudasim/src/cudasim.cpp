@@ -2,13 +2,10 @@
 #include "cudasim/cudasim.h"
 
 #include <fmt/format.h>
-#include <sanitizer/asan_interface.h>
-#include <sys/mman.h>
-#include <unistd.h>
 #include <xmmintrin.h>
 
 #include <algorithm>
-#include <boost/context/stack_context.hpp>
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <numeric>
@@ -20,6 +17,8 @@
 #include "checker.h"
 #include "mma.h"
 #include "scheduler.h"
+#include "stack_pool.h"
+#include "workers.h"
 
 namespace cudasim {
 
@@ -44,57 +43,8 @@ void enter(Block& b, int id) {
 }  // namespace detail
 
 using namespace detail;
-namespace ctx = boost::context;
 
 namespace {
-
-// Fiber stacks with a guard page below them (an overflow is a SIGSEGV, not corruption), kept in a pool:
-// a block of 1024 threads would otherwise map and unmap 1024 stacks. Size: STEPFORMER_CUDASIM_STACK
-// bytes, 64 KiB by default (large local arrays need more).
-class StackPool {
- public:
-  StackPool() {
-    const char* env = std::getenv("STEPFORMER_CUDASIM_STACK");
-    const std::size_t page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
-    size_ = env ? std::strtoull(env, nullptr, 10) : 64 * 1024;
-    size_ = (size_ + page - 1) / page * page;
-    page_ = page;
-  }
-  ~StackPool() {
-    for (void* base : free_) munmap(base, size_ + page_);
-  }
-  ctx::stack_context allocate() {
-    void* base = nullptr;
-    if (!free_.empty()) {
-      base = free_.back();
-      free_.pop_back();
-    } else {
-      base = mmap(nullptr, size_ + page_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-      if (base == MAP_FAILED) fail("cannot map a fiber stack");
-      mprotect(base, page_, PROT_NONE);  // the guard page, at the low end: stacks grow down
-    }
-    // Under AddressSanitizer: a thread whose launch ended by an exception leaves its unwound frames' redzones
-    // poisoned (ASan cannot clear them on a stack it does not know); the next fiber on this stack must not
-    // inherit them. A no-op without ASan.
-    ASAN_UNPOISON_MEMORY_REGION(static_cast<char*>(base) + page_, size_);
-    ctx::stack_context sc;
-    sc.size = size_;
-    sc.sp = static_cast<char*>(base) + page_ + size_;
-    return sc;
-  }
-  void deallocate(ctx::stack_context& sc) { free_.push_back(static_cast<char*>(sc.sp) - size_ - page_); }
-
- private:
-  std::size_t size_ = 0, page_ = 0;
-  std::vector<void*> free_;
-};
-
-// The fiber library takes its stack allocator by value: this one forwards to the pool.
-struct PoolAllocator {
-  StackPool* pool;
-  ctx::stack_context allocate() { return pool->allocate(); }
-  void deallocate(ctx::stack_context& sc) { pool->deallocate(sc); }
-};
 
 // The schedule: STEPFORMER_CUDASIM_SCHEDULE=forward|reverse|random:SEED, or set_schedule().
 struct Scheduling {
@@ -144,10 +94,39 @@ Thread& me() {
   return l.b->threads[static_cast<std::size_t>(l.b->current)];
 }
 
-// Suspends the running CUDA thread and returns to the scheduler until it is made ready again.
+Context start_fiber(Launch& l, Block& b, int first);
+StackPool& stack_pool() {
+  static thread_local StackPool pool;
+  return pool;
+}
+
+// Makes thread `id` (taken from the ready queue) the running one; the context to switch to for it.
+Context resume_point(Launch& l, Block& b, int id) {
+  Thread& t = b.threads[static_cast<std::size_t>(id)];
+  const Context to = t.state == State::not_started ? start_fiber(l, b, id) : t.context;
+  t.state = State::ready;
+  enter(b, id);
+  return to;
+}
+
+// Suspends the running CUDA thread until it is made ready again. The next ready thread runs at once, switched
+// to straight from here (one fiber switch, not two through the scheduler); with none ready, back to the
+// scheduler, which finds deadlocks.
 void yield() {
-  Thread& t = me();
-  t.sink = std::move(t.sink).resume();
+  Launch& l = *active;
+  Block& b = *l.b;
+  Thread& t = b.threads[static_cast<std::size_t>(b.current)];
+  Context to = b.scheduler;
+  if (!b.ready.empty()) {
+    const int id = b.ready.front();
+    b.ready.pop_front();
+    if (id == t.linear) {  // a random schedule put it first again
+      t.state = State::ready;
+      return;
+    }
+    to = resume_point(l, b, id);
+  }
+  cudasim_switch(&t.context, to);
 }
 
 int live(const Block& b) { return static_cast<int>(b.threads.size()) - b.exited; }
@@ -190,40 +169,61 @@ void thread_exited(Launch& l, Block& b, int id) {
 
 // A fiber runs CUDA threads one after another as plain calls, starting with `first`: while the next ready
 // thread has not started, it needs no fiber of its own. Only a thread that must wait (a barrier, a warp
-// collective) keeps the fiber it runs on, and the scheduler starts a new one for the rest. So a kernel
-// without barriers costs one fiber per block, not one per thread, and the order threads run in is the same.
-ctx::fiber start_runner(Launch& l, Block& b, StackPool& pool, int first) {
-  return ctx::fiber(std::allocator_arg, PoolAllocator{&pool}, [&b, first, &l](ctx::fiber&& sink) {
-    int id = first;
-    b.threads[static_cast<std::size_t>(id)].sink = std::move(sink);
-    for (;;) {
-      Thread& self = b.threads[static_cast<std::size_t>(id)];
-      self.state = State::ready;
-      enter(b, id);
-      try {
-        (*l.body)();
-      } catch (const std::exception&) {  // not catch (...): Boost unwinds a destroyed fiber by a throw of its own
-        if (!l.error) l.error = std::current_exception();
-        return std::move(self.sink);
-      }
-      thread_exited(l, b, id);
-      if (b.ready.empty()) return std::move(self.sink);
-      const int next = b.ready.front();
-      Thread& t = b.threads[static_cast<std::size_t>(next)];
-      if (t.state != State::not_started) return std::move(self.sink);  // the scheduler resumes it
-      b.ready.pop_front();
-      t.sink = std::move(self.sink);
-      id = next;
+// collective) keeps the fiber it runs on, and a new one starts for the rest. So a kernel without barriers
+// costs one fiber per block, not one per thread, and the order threads run in is the same.
+struct Runner {
+  Launch* l;
+  Block* b;
+  int first;
+  void* stack;
+};
+
+[[noreturn]] void run_threads(void* arg) {
+  const Runner r = *static_cast<Runner*>(arg);
+  Launch& l = *r.l;
+  Block& b = *r.b;
+  bool failed = false;
+  for (int id = r.first;;) {
+    Thread& self = b.threads[static_cast<std::size_t>(id)];
+    self.state = State::ready, self.stack = r.stack;
+    enter(b, id);
+    try {
+      (*l.body)();
+    } catch (...) {  // the launch ends here, as a trap ends a grid
+      if (!l.error) l.error = std::current_exception();
+      failed = true, self.stack = nullptr;
+      break;
     }
-  });
+    self.stack = nullptr;
+    thread_exited(l, b, id);
+    if (b.ready.empty() || b.threads[static_cast<std::size_t>(b.ready.front())].state != State::not_started) break;
+    id = b.ready.front();
+    b.ready.pop_front();
+  }
+  // Done: the stack goes back to the pool and the next ready thread (or the scheduler) runs. Nothing switches
+  // back here.
+  Context to = b.scheduler;
+  if (!failed && !b.ready.empty()) {
+    const int next = b.ready.front();
+    b.ready.pop_front();
+    to = resume_point(l, b, next);
+  }
+  stack_pool().deallocate(r.stack);
+  static thread_local Context finished;
+  cudasim_switch(&finished, to);
+  __builtin_unreachable();
+}
+
+Context start_fiber(Launch& l, Block& b, int first) {
+  void* top = stack_pool().allocate();
+  // The runner's arguments at the top of its own stack; its first frame below them.
+  auto* arg = reinterpret_cast<Runner*>(static_cast<char*>(top) - 64);
+  *arg = Runner{&l, &b, first, top};
+  return make_context(arg, run_threads, arg);
 }
 
 void run_block(Launch& l) {
   Block& b = *l.b;
-  StackPool& pool = *[] {
-    static thread_local StackPool p;
-    return &p;
-  }();
   const int n = static_cast<int>(b.threads.size());
   b.waking.resize(static_cast<std::size_t>(n));
   std::iota(b.waking.begin(), b.waking.end(), 0);
@@ -231,16 +231,12 @@ void run_block(Launch& l) {
   while (!b.ready.empty()) {
     const int id = b.ready.front();
     b.ready.pop_front();
-    Thread& t = b.threads[static_cast<std::size_t>(id)];
-    ctx::fiber f = t.state == State::not_started ? start_runner(l, b, pool, id) : std::move(t.fiber);
-    t.state = State::ready;
-    enter(b, id);
-    f = std::move(f).resume();
-    // The fiber came back with the thread it ran last: suspended (it keeps the fiber) or returned (f is empty).
-    b.threads[static_cast<std::size_t>(b.current)].fiber = std::move(f);
+    // Threads run, switching among themselves, until none is ready or one ends the launch.
+    cudasim_switch(&b.scheduler, resume_point(l, b, id));
     enter(b, -1);
-    if (l.error) {  // as a trap on a GPU ends the grid: no thread runs further
-      for (Thread& other : b.threads) other.fiber = ctx::fiber();  // unwinds the suspended ones' stacks
+    if (l.error) {                 // as a trap on a GPU ends the grid: no thread runs further
+      for (Thread& t : b.threads)  // the suspended ones are abandoned; their stacks go back to the pool
+        if (t.stack != nullptr) stack_pool().deallocate(t.stack), t.stack = nullptr;
       b.ready.clear();
       return;
     }
@@ -264,25 +260,15 @@ void set_schedule(Schedule order, std::uint64_t seed) {
 }
 Schedule schedule() { return scheduling().order; }
 
-void run_grid(const void* kernel, dim3 grid, dim3 block, std::size_t shared_bytes, const std::function<void()>& body) {
-  const std::uint64_t threads = std::uint64_t{block.x} * block.y * block.z;
-  if (threads == 0 || std::uint64_t{grid.x} * grid.y * grid.z == 0)
-    fail(fmt::format("empty launch: grid ({}, {}, {}), block ({}, {}, {})", grid.x, grid.y, grid.z, block.x, block.y,
-                     block.z));
-  if (threads > 1024 || block.z > 64)
-    fail(fmt::format("block size {} > 1024 (block ({}, {}, {})): a CUDA block has at most 1024 threads, z at most 64",
-                     threads, block.x, block.y, block.z));
-  if (active) fail("a kernel launched another kernel (dynamic parallelism is not emulated)");
-  // Boost's fiber switch restores MXCSR; when its sticky exception bits differ between fibers every switch
-  // stalls. Setting them all for the launch keeps them equal (measured: 6x faster switches).
-  const unsigned csr = _mm_getcsr();
-  _mm_setcsr(csr | 0x3f);
-  static std::uint32_t launches = 0;
-  Launch l;
-  l.grid = grid, l.block = block, l.id = ++launches, l.kernel = kernel, l.body = &body;
-  active = &l;
-  if (checking()) check_launch_begin(l);
-  Block b;  // one for the whole launch, reset for each block
+namespace {
+
+// One OS thread's share of a grid: blocks taken in turn from `next` until none is left or an error (here or on
+// another OS thread, `stop`) ends the launch. `l` is this thread's copy of the launch: its block is its own.
+void run_blocks(Launch& l, std::size_t shared_bytes, std::atomic<std::uint64_t>& next, std::atomic<bool>& stop) {
+  const dim3 grid = l.grid, block = l.block;
+  const std::uint64_t blocks = std::uint64_t{grid.x} * grid.y * grid.z;
+  const unsigned threads = block.x * block.y * block.z;
+  Block b;  // one per OS thread for the whole launch, reset for each block
   b.shared = &dynamic_shared_memory();
   b.threads.resize(threads);
   for (unsigned i = 0; i < threads; ++i) {
@@ -291,27 +277,85 @@ void run_grid(const void* kernel, dim3 grid, dim3 block, std::size_t shared_byte
   }
   b.warps.resize((threads + 31) / 32);
   b.warp_syncs.resize(b.warps.size());
-  for (unsigned z = 0; z < grid.z && !l.error; ++z)
-    for (unsigned y = 0; y < grid.y && !l.error; ++y)
-      for (unsigned x = 0; x < grid.x && !l.error; ++x) {
-        for (Thread& t : b.threads) t.state = State::not_started;
-        for (WarpOp& w : b.warps) w.active = false;
-        b.exited = b.at_barrier = 0;
-        b.barriers = 0;
-        std::fill(b.warp_syncs.begin(), b.warp_syncs.end(), 0u);
-        b.shared->assign(shared_bytes, 0xFF);  // poison: a read before any write is NaN
-        l.block_idx = {x, y, z};
-        running.block_idx = l.block_idx, running.block_dim = block, running.grid_dim = grid;
-        l.block_linear = x + grid.x * (y + grid.y * z);
-        l.b = &b;
-        if (checking()) check_block_begin(l);
-        run_block(l);
-        if (checking()) check_block_end(l);
+  l.b = &b;
+  for (std::uint64_t i; !stop.load(std::memory_order_relaxed) && (i = next.fetch_add(1)) < blocks;) {
+    for (Thread& t : b.threads) t.state = State::not_started;
+    for (WarpOp& w : b.warps) w.active = false;
+    b.exited = b.at_barrier = 0;
+    b.barriers = 0;
+    std::fill(b.warp_syncs.begin(), b.warp_syncs.end(), 0u);
+    b.shared->assign(shared_bytes, 0xFF);  // poison: a read before any write is NaN
+    l.block_linear = static_cast<std::uint32_t>(i);
+    l.block_idx = {static_cast<unsigned>(i % grid.x), static_cast<unsigned>(i / grid.x % grid.y),
+                   static_cast<unsigned>(i / (std::uint64_t{grid.x} * grid.y))};
+    running.block_idx = l.block_idx, running.block_dim = block, running.grid_dim = grid;
+    if (checking()) check_block_begin(l);
+    run_block(l);
+    if (checking()) check_block_end(l);
+    if (l.error) stop = true;
+  }
+  l.b = nullptr;
+}
+
+// How many OS threads run this grid's blocks. One where every block must share one OS thread: in the checking
+// build (its __shared__ variables are one static section the checker watches), with checks or the profiler on,
+// and under a random schedule (one generator orders every block's threads, so that a seed replays). Otherwise
+// up to os_threads(), with at least 256 CUDA threads each: a grid of one block, or of a few small ones, costs
+// less than waking a thread (the toy demo: 1024 here left two-block GEMMs on one OS thread, 8.3 s; 256, 6.1 s;
+// 128, 6.1 s).
+unsigned os_threads_for([[maybe_unused]] std::uint64_t blocks, [[maybe_unused]] std::uint64_t threads_per_block) {
+#if defined(CUDASIM_CHECK)
+  return 1;
+#else
+  if (checking() || scheduling().order == Schedule::random) return 1;
+  const std::uint64_t by_size = std::max<std::uint64_t>(1, blocks * threads_per_block / 256);
+  return static_cast<unsigned>(std::min<std::uint64_t>({os_threads(), blocks, by_size}));
+#endif
+}
+
+}  // namespace
+
+void run_grid(const void* kernel, dim3 grid, dim3 block, std::size_t shared_bytes, const std::function<void()>& body) {
+  const std::uint64_t threads = std::uint64_t{block.x} * block.y * block.z;
+  const std::uint64_t blocks = std::uint64_t{grid.x} * grid.y * grid.z;
+  if (threads == 0 || blocks == 0)
+    fail(fmt::format("empty launch: grid ({}, {}, {}), block ({}, {}, {})", grid.x, grid.y, grid.z, block.x, block.y,
+                     block.z));
+  if (threads > 1024 || block.z > 64)
+    fail(fmt::format("block size {} > 1024 (block ({}, {}, {})): a CUDA block has at most 1024 threads, z at most 64",
+                     threads, block.x, block.y, block.z));
+  if (active) fail("a kernel launched another kernel (dynamic parallelism is not emulated)");
+  static std::uint32_t launches = 0;
+  const unsigned n = os_threads_for(blocks, threads);
+  std::vector<Launch> parts(n);  // each OS thread's view of the launch
+  for (Launch& l : parts) l.grid = grid, l.block = block, l.id = launches + 1, l.kernel = kernel, l.body = &body;
+  ++launches;
+  if (checking()) check_launch_begin(parts[0]);
+  std::atomic<std::uint64_t> next{0};
+  std::atomic<bool> stop{false};
+  run_on_threads(n, [&](unsigned k) {
+    // Every fiber of this OS thread shares one MXCSR (the switch leaves it alone): its sticky exception bits
+    // set for the launch, so that no kernel's arithmetic flips them (when Boost's switch restored MXCSR,
+    // differing bits stalled every switch; measured: 6x).
+    const unsigned csr = _mm_getcsr();
+    _mm_setcsr(csr | 0x3f);
+    active = &parts[k];
+    try {
+      run_blocks(parts[k], shared_bytes, next, stop);
+    } catch (...) {  // cuda-sim's own failures (a CUDA thread's exceptions are in parts[k].error already)
+      if (n == 1) {
+        active = nullptr;
+        _mm_setcsr(csr);
+        throw;
       }
-  active = nullptr;
-  _mm_setcsr(csr);
-  if (checking()) check_launch_end(l);  // throws CheckError for reports, or for the trap that ended the launch
-  if (l.error) std::rethrow_exception(l.error);
+      parts[k].error = std::current_exception(), stop = true;
+    }
+    active = nullptr;
+    _mm_setcsr(csr);
+  });
+  if (checking()) check_launch_end(parts[0]);  // throws CheckError for reports, or for the trap that ended the launch
+  for (const Launch& l : parts)
+    if (l.error) std::rethrow_exception(l.error);
 }
 
 void syncthreads(Site site) {

@@ -1,7 +1,6 @@
 #pragma once
 // cuda-sim's inner state, shared by the scheduler (cudasim.cpp) and the checker (check.cpp): the running
 // launch, its block and threads. Not part of the public header: kernels see only cudasim.h.
-#include <boost/context/fiber.hpp>
 #include <cstdint>
 #include <deque>
 #include <exception>
@@ -9,6 +8,7 @@
 #include <vector>
 
 #include "cudasim/cudasim.h"
+#include "fiber.h"
 
 namespace cudasim::detail {
 
@@ -18,10 +18,10 @@ struct Thread {
   uint3 idx;
   int linear = 0;
   State state = State::not_started;
-  boost::context::fiber fiber;  // the thread's own fiber while it is suspended
-  boost::context::fiber sink;   // the scheduler, while the thread runs
-  std::uint64_t result = 0;     // of the last warp collective (the warp's slot is reused at once)
-  Site site;                    // where it waits: the call site of its __syncthreads or warp collective
+  Context context = nullptr;  // where it is suspended (at a barrier or a warp collective)
+  void* stack = nullptr;      // the top of the fiber stack it runs on, while it has one (stack_pool.h)
+  std::uint64_t result = 0;   // of the last warp collective (the warp's slot is reused at once)
+  Site site;                  // where it waits: the call site of its __syncthreads or warp collective
 };
 
 // One warp collective in progress: the lanes that arrived, their values, and when all have, the results.
@@ -71,6 +71,7 @@ struct Block {
   std::vector<WarpOp> warps;
   DynamicShared* shared = nullptr;  // the launch's dynamic shared memory
   std::vector<int> waking;          // threads about to be made ready (kept: no allocation per barrier or collective)
+  Context scheduler = nullptr;      // run_block's loop, while a fiber runs
 };
 
 struct Launch {

@@ -2,10 +2,12 @@
 // cuda-sim: the CUDA execution model on a CPU, so that our .cu kernels run (and can be stepped through in
 // gdb) on a machine without a GPU. Read docs: ../../../shared/design/cuda-sim.md has the measured design.
 //
-// - CUDA threads run on fibers (Boost.Context: own stacks, switched in ~10 ns). The blocks of a grid run one
-//   after another on the calling OS thread; within a block a fiber runs threads one after another as plain
-//   calls until one must wait (a barrier, a warp collective): that thread keeps the fiber, a new one takes
-//   the rest, and a scheduler resumes waiting threads when they are released.
+// - CUDA threads run on fibers (own stacks; cuda-sim's own switch, src/fiber.h, a few nanoseconds). The blocks
+//   of a grid run one after another on the calling OS thread, or on several at once for a grid of 2 or more
+//   blocks and at least 512 threads (set_os_threads below; one in the checking build and under a random
+//   schedule). Within a block a fiber runs threads one after another as plain calls until one must wait (a
+//   barrier, a warp collective): that thread keeps the fiber and switches straight to the next ready thread,
+//   on a new fiber if it has not started.
 // - __syncthreads() is a counting barrier: a thread that arrives waits (yields) until every live thread of
 //   the block has arrived; threads that returned count as arrived. If every live thread waits and none can
 //   go on, cuda-sim aborts with "deadlock" and says who waits where.
@@ -17,7 +19,7 @@
 // - __shared__ variables are static thread_local (one block runs at a time on one OS thread); dynamic
 //   shared memory (CUDASIM_DYNAMIC_SHARED) is a buffer filled with 0xFF at every block start, so a read
 //   before any write shows up as NaN.
-// - Atomics are plain read-modify-writes: fibers never preempt each other.
+// - Atomics are atomic read-modify-writes (blocks on different OS threads may meet).
 // - The schedule (set_schedule, or STEPFORMER_CUDASIM_SCHEDULE=forward|reverse|random:SEED) says in which
 //   order a block's threads start and are released from barriers and warp collectives: first to last, last
 //   to first, or a seeded random order at every such point. A kernel that silently depends on the order (a
@@ -78,6 +80,11 @@ enum class Schedule { forward, reverse, random };
 void set_schedule(Schedule schedule, std::uint64_t seed = 0);
 Schedule schedule();
 
+// The most OS threads that run one grid's blocks at once (a grid of at least 256 CUDA threads per OS thread;
+// forward and reverse schedules; the plain build): n, or with 0 STEPFORMER_CUDASIM_THREADS or else the cores.
+void set_os_threads(unsigned n);
+unsigned os_threads();
+
 // Device memory as cudaMalloc / cudaFree / cudaMemcpy would give it (in the checking build: from an arena
 // where every allocation is tracked and freed memory is never reused).
 void* device_allocate(std::size_t bytes);
@@ -116,8 +123,8 @@ T shuffle_typed(unsigned mask, T value, Shuffle mode, int arg, int width, Site s
 }
 
 // One way to launch, for both compilers: under nvcc the compat header turns it into kernel<<<...>>>.
-// Atomics: fibers never preempt each other, so a plain read-modify-write is atomic. They live out of line,
-// where the checker's access hooks do not see them as plain loads and stores (atomics are not races).
+// Atomics: real ones (blocks may run on several OS threads). They live out of line, where the checker's access
+// hooks do not see them as plain loads and stores (atomics are not races).
 float atomic_add(float* address, float value);
 double atomic_add(double* address, double value);
 int atomic_add(int* address, int value);
