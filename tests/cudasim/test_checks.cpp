@@ -229,50 +229,42 @@ TEST_CASE("memcheck: a row read one element past its end", "[cudasim][check][ch0
   CHECK(out.host()[1] == 7 + 8 + 9 + 10 + 11 + 12 + 13);
 }
 
-TEST_CASE("memcheck: writes past the end and before the start of dynamic shared memory", "[cudasim][check][ch09]") {
-  DeviceArray<float> out(8);
+// `run(shift)` launches a kernel whose threads write the element `shift` after their own in shared memory: one
+// element past the end (shift 1, the last thread) and one before the start (shift -1, thread 0) are each one
+// memcheck report, under every schedule, located as `past` and `before` say.
+template <class Run>
+void expect_overflows_reported(Run run, const std::string& kernel, unsigned last_thread, const std::string& past,
+                               const std::string& before) {
   for (const int shift : {1, -1}) {
-    const auto bad = under_every_schedule([&] {
-      CHECK_THROWS_AS(launch(shift_into_tile, dim3(1), dim3(8), 8 * sizeof(float), out.data, shift),
-                      cudasim::check::CheckError);
-    });
+    const auto bad = under_every_schedule([&] { CHECK_THROWS_AS(run(shift), cudasim::check::CheckError); });
     for (const auto& reports : bad) {
       INFO("shift " << shift << ": " << all_messages(reports));
       REQUIRE(reports.size() == 1);
       CHECK(reports[0].checker == "memcheck");
       CHECK(reports[0].kind == "out of bounds");
-      CHECK(reports[0].kernel == "shift_into_tile");
-      CHECK(same(reports[0].thread, shift > 0 ? 7 : 0));
-      CHECK(contains(reports[0].location, shift > 0 ? "0 bytes past the end of dynamic shared memory (32 bytes)"
-                                                    : "4 bytes before dynamic shared memory (32 bytes)"));
+      CHECK(reports[0].kernel == kernel);
+      CHECK(same(reports[0].thread, shift > 0 ? last_thread : 0));
+      CHECK(contains(reports[0].location, shift > 0 ? past : before));
     }
   }
-  const auto fixed =
-      under_every_schedule([&] { launch(shift_into_tile, dim3(1), dim3(8), 8 * sizeof(float), out.data, 0); });
+  const auto fixed = under_every_schedule([&] { run(0); });
   for (const auto& reports : fixed) CHECK(all_messages(reports).empty());
+}
+
+TEST_CASE("memcheck: writes past the end and before the start of dynamic shared memory", "[cudasim][check][ch09]") {
+  DeviceArray<float> out(8);
+  expect_overflows_reported(
+      [&](int shift) { launch(shift_into_tile, dim3(1), dim3(8), 8 * sizeof(float), out.data, shift); },
+      "shift_into_tile", 7, "0 bytes past the end of dynamic shared memory (32 bytes)",
+      "4 bytes before dynamic shared memory (32 bytes)");
   CHECK(out.host() == std::vector<float>(8, 1.f));
 }
 
 TEST_CASE("memcheck: writes past the end and before the start of a static __shared__ array", "[cudasim][check][ch09]") {
   DeviceArray<float> out(16);
-  for (const int shift : {1, -1}) {
-    const auto bad = under_every_schedule([&] {
-      CHECK_THROWS_AS(launch(shift_into_static_tile, dim3(1), dim3(16), 0, out.data, shift),
-                      cudasim::check::CheckError);
-    });
-    for (const auto& reports : bad) {
-      INFO("shift " << shift << ": " << all_messages(reports));
-      REQUIRE(reports.size() == 1);
-      CHECK(reports[0].checker == "memcheck");
-      CHECK(reports[0].kind == "out of bounds");
-      CHECK(reports[0].kernel == "shift_into_static_tile");
-      CHECK(same(reports[0].thread, shift > 0 ? 15 : 0));
-      CHECK(contains(reports[0].location, shift > 0 ? "0 bytes past the end of shared first (64 bytes)"
-                                                    : "4 bytes before shared first (64 bytes)"));
-    }
-  }
-  const auto fixed = under_every_schedule([&] { launch(shift_into_static_tile, dim3(1), dim3(16), 0, out.data, 0); });
-  for (const auto& reports : fixed) CHECK(all_messages(reports).empty());
+  expect_overflows_reported([&](int shift) { launch(shift_into_static_tile, dim3(1), dim3(16), 0, out.data, shift); },
+                            "shift_into_static_tile", 15, "0 bytes past the end of shared first (64 bytes)",
+                            "4 bytes before shared first (64 bytes)");
   CHECK(out.host() == std::vector<float>(16, 3.f));
 }
 
