@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <set>
 
+#include "autograd/autocast.h"
 #include "reference.h"
 #include "transformer/decoding.h"
 #include "transformer/flops.h"
@@ -31,6 +32,37 @@ TEST_CASE("the full model's logits and gradients match PyTorch from the same wei
   CHECK(close(logits, f.at("output.logits"), 1e-5, 1e-4));
   logits.backward(f.at("dy.logits"));
   check_parameter_grads(model, f);
+}
+
+// Chapter 11's autocast on the whole model, from the same weights as above. The fixture holds PyTorch's logits
+// two ways: our rule written out in PyTorch (each Linear rounds its operands to bfloat16 and multiplies in
+// float32; the attention, flash_attention here, and everything else float32), and torch.autocast itself, which
+// also runs the attention's products in bfloat16 and rounds every product to bfloat16.
+// The tolerances: against our rule, float32's (only the order of the float32 sums differs); against
+// torch.autocast, the triangle inequality through the float32 logits, since each bfloat16 model is off the
+// float32 one by its roundings and ours rounds fewer values (operands only) than torch.autocast does.
+TEST_CASE(
+    "under bfloat16 autocast the logits match PyTorch: our rule to float32's tolerance, torch.autocast within "
+    "its own bfloat16 error",
+    "[ch07][ch11]") {
+  const auto f = chapter_fixture("07_transformer");
+  Generator gen(1);
+  Transformer model(small_config(), gen);
+  model.load_state_dict(params(f));
+  Tensor logits;
+  {
+    AutocastGuard autocast(DType::bfloat16);
+    logits = model.forward(f.at("input.src"), f.at("input.tgt"));
+  }
+  CHECK(logits.dtype() == DType::float32);
+  CHECK(close(logits, f.at("autocast_rule.logits"), 1e-5, 1e-4));
+  const Tensor& float32 = f.at("output.logits");
+  const Tensor& torch_autocast = f.at("autocast.logits");
+  const double ours_off = max_abs_diff(logits, float32), torch_off = max_abs_diff(torch_autocast, float32);
+  INFO("ours - float32: " << ours_off << ", torch.autocast - float32: " << torch_off);
+  CHECK(ours_off > 1e-4);  // bfloat16 operands were used: further from float32 than float32's own noise
+  CHECK(ours_off <= torch_off);
+  CHECK(max_abs_diff(logits, torch_autocast) <= ours_off + torch_off);
 }
 
 TEST_CASE("every tensor the Transformer makes to require grad is one of its parameters (the leaf audit)", "[ch07]") {
