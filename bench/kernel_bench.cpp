@@ -1,6 +1,7 @@
 // The roofline of this CPU and where our kernels sit on it: the GEMM micro-kernel alone on cache-resident
 // panels (the arithmetic ceiling), a memory copy (the bandwidth ceiling), and softmax / layer_norm forward
-// and backward, and sums, in GB/s (bytes each must read and write, over time).
+// and backward, sums and element-wise passes (casts, an add, a ReLU), in GB/s (bytes each must read and
+// write, over time).
 //
 //   build/bench/bin/kernel_bench [--threads N]
 #include <fmt/format.h>
@@ -70,6 +71,23 @@ int main(int argc, char** argv) {
     const double t_both = bench::best_seconds([&] { layer_norm(x, w, b).backward(g); });
     fmt::print("layer_norm [{:5}, {:4}]: forward {:5.1f} GB/s, forward + backward {:5.1f} GB/s\n", rows, cols,
                2 * bytes / t_fwd / 1e9, 5 * bytes / t_both / 1e9);
+  }
+  // Element-wise passes a training step makes, on a [16384, 512] activation: autocast's casts to bfloat16 and
+  // back, an add (a residual), a ReLU. Bytes: what each reads and writes.
+  {
+    const std::int64_t rows = 16384, cols = 512;
+    const double elems = static_cast<double>(rows * cols);
+    const Tensor x = randn({rows, cols}, gen), y = randn({rows, cols}, gen);
+    const Tensor xb = x.to(DType::bfloat16);
+    const auto rate = [&](const char* what, double bytes_per_element, auto&& f) {
+      NoGradGuard no_grad;
+      const double t = bench::best_seconds(f);
+      fmt::print("{:<28} [{:5}, {:4}]: {:5.1f} GB/s\n", what, rows, cols, bytes_per_element * elems / t / 1e9);
+    };
+    rate("cast float32 -> bfloat16", 6, [&] { x.to(DType::bfloat16); });
+    rate("cast bfloat16 -> float32", 6, [&] { xb.to(DType::float32); });
+    rate("add", 12, [&] { x + y; });
+    rate("relu", 8, [&] { relu(x); });
   }
   // Sums read each element once: a whole tensor to one number (a loss, a gradient's squared norm), the rows
   // of a vocabulary's logits, the columns of a [tokens, d_ff] gradient (a bias gradient).

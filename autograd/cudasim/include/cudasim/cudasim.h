@@ -16,7 +16,7 @@
 //   PTX's lane rules (width segments, clamping for up/down). A lane outside the mask it passes, or lanes
 //   disagreeing on the mask, abort; reading an absent lane (past the end of a partial warp) returns
 //   poison: all bits set, NaN for float.
-// - __shared__ variables are static thread_local (one block runs at a time on one OS thread); dynamic
+// - __shared__ variables are static thread_local (one block runs at a time on each OS thread); dynamic
 //   shared memory (CUDASIM_DYNAMIC_SHARED) is a buffer filled with 0xFF at every block start, so a read
 //   before any write shows up as NaN.
 // - Atomics are atomic read-modify-writes (blocks on different OS threads may meet).
