@@ -92,4 +92,11 @@ void enter(Block& b, int id);
 
 [[noreturn]] void fail(const std::string& message);
 
+// The scheduler's moves (cudasim.cpp), for the warp collectives (warp.cpp).
+Launch& launch_state(const char* what);            // the running launch; fails outside a kernel, naming `what`
+Thread& me();                                      // the running CUDA thread
+std::string where(const Launch& l);                // "block (x, y, z)"
+void make_ready(Block& b, std::vector<int>& ids);  // onto the ready queue, in the schedule's order
+void yield();                                      // suspends the running thread until it is made ready again
+
 }  // namespace cudasim::detail
