@@ -1,6 +1,6 @@
 #pragma once
 // cuda-sim's tensor cores: the arithmetic of one mma.sync (PTX's m16n8k16, bfloat16 in, float32 sums) once
-// every lane of the warp has met at it (cudasim.cpp's collective). Inner: kernels see only cudasim.h.
+// every lane of the warp has met at it (warp.cpp's collective). Inner: kernels see only cudasim.h.
 #include <cstdint>
 
 namespace cudasim::detail {
