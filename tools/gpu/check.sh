@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The CUDA checks for a lent GPU machine, which has CUDA and compute-sanitizer but not this project's build
-# dependencies (Catch2, Boost.Context, fmt, SentencePiece). Two halves:
+# dependencies (Catch2, fmt, SentencePiece). Two halves:
 #   tools/gpu/check.sh pack   here, after `cmake --build --preset release` with nvcc and `cmake --build --preset
 #                             bench --target attention_bench lm_bench cuda_gemm_bench`: strips the test programs,
 #                             the toy demo, chapter 12's demo and those benchmarks and packs them with the

@@ -353,13 +353,10 @@ void run_grid(const void* kernel, dim3 grid, dim3 block, std::size_t shared_byte
     active = &parts[k];
     try {
       run_blocks(parts[k], shared_bytes, next, stop);
-    } catch (...) {  // cuda-sim's own failures (a CUDA thread's exceptions are in parts[k].error already)
-      if (n == 1) {
-        active = nullptr;
-        _mm_setcsr(csr);
-        throw;
-      }
-      parts[k].error = std::current_exception(), stop = true;
+    } catch (...) {  // cuda-sim's own failures, kept for the host as a CUDA thread's exception is (not thrown
+                     // on a pool thread, which would end the process)
+      if (!parts[k].error) parts[k].error = std::current_exception();
+      stop = true;
     }
     active = nullptr;
     _mm_setcsr(csr);
