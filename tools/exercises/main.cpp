@@ -4,6 +4,7 @@
 //   exercises workspace DEST [--root DIR] [--chapter N] [--bank] [--marked-only]
 //   exercises grade     [--root DIR] [--build DIR] [--chapter N] [--json FILE] [--expect pass|stubbed]
 //   exercises prove     [--root DIR] [--build DIR] [--table FILE]
+//   exercises leaks     WORKSPACE [--root DIR] [--chapter N]
 //
 // grade runs, for each exercise, the tests tagged [exN.M] in every test program of the build, each under
 // `timeout` (a crash or a hang fails that exercise only), and prints a table and a total; --expect turns it
@@ -11,6 +12,9 @@
 // prove is the CI's check on a --bank workspace's build: with only exercise k (and what it needs) restored,
 // exactly those exercises pass; then every bug-bank entry in turn (tools/exercises/bank): a wrong solution
 // scores 0 with a first failure naming its mistake, an alternative solution scores full points.
+//
+// leaks exits 1, naming each file, when a workspace holds the reference body of an exercise it stubs or an
+// ALTERNATIVE body of the bank.
 //
 // This file is the command line; each verb is a file of its own (verbs.h).
 #include <fmt/format.h>
@@ -49,6 +53,9 @@ int main(int argc, char** argv) {
   pr->add_option("--build", build, "the build folder")->capture_default_str();
   pr->add_option("--kernel-build", kernel_build, "the cuda-sim checking build (as for grade)");
   pr->add_option("--table", table, "also write the bug bank's table here (markdown)");
+  auto* lk = app.add_subcommand("leaks", "check that a workspace holds no answer to the exercises it stubs");
+  lk->add_option("workspace", dest, "a workspace written by `exercises workspace`")->required();
+  lk->add_option("--chapter", chapter_text, "the chapter it was written for (as given to workspace)");
   app.require_subcommand(1);
   CLI11_PARSE(app, argc, argv);
   try {
@@ -71,6 +78,17 @@ int main(int argc, char** argv) {
     if (ws->parsed()) {
       make_workspace(fs::absolute(root), fs::absolute(dest), chapter, bank, marked_only, all);
       return 0;
+    }
+    if (lk->parsed()) {
+      std::vector<Exercise> stubbed;
+      for (const Exercise& ex : all)
+        if (chapter < 0 || ex.chapter == chapter) stubbed.push_back(ex);
+      const auto found = leaks(dest, answers(root, stubbed, read_bank(root / "tools/exercises/bank", all)));
+      for (const std::string& f : found) fmt::print("{}\n", f);
+      fmt::print("{}: {}\n", dest.string(),
+                 found.empty() ? fmt::format("no answer to its {} exercises", stubbed.size())
+                               : fmt::format("{} answer{} found (above)", found.size(), found.size() == 1 ? "" : "s"));
+      return found.empty() ? 0 : 1;
     }
     const Builds builds{build, kernel_build};
     if (pr->parsed()) return prove(root, all, exercises::read_bank(root / "tools/exercises/bank", all), builds, table);

@@ -1,7 +1,7 @@
 #pragma once
 // The verbs of the exercises tool (main.cpp parses the command line): grade.cpp runs a build's tagged tests per
 // exercise, workspace.cpp writes a learner's copy with the solutions stubbed, prove.cpp is the CI's proof that
-// the tests catch every mistake in the bug bank.
+// the tests catch every mistake in the bug bank, leaks.cpp finds answers left in a workspace.
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -47,5 +47,19 @@ void make_workspace(const std::filesystem::path& root, const std::filesystem::pa
 // two wrong entries, and every mistake a graded check names is planted by an entry expecting it.
 int prove(const std::filesystem::path& root, const std::vector<Exercise>& all,
           const std::vector<exercises::BankEntry>& bank, const Builds& build, const std::filesystem::path& table_file);
+
+// An answer a workspace must not hold: a region's reference body or an ALTERNATIVE body of the bank, with its
+// whitespace squeezed to single spaces.
+struct Answer {
+  std::string number;  // the exercise
+  std::string source;  // "the reference's region 2 (transformer/src/attention.cpp)"
+  std::string body;
+};
+// The answers to the exercises in `all` (those a workspace stubs), the reference's read from `root`.
+std::vector<Answer> answers(const std::filesystem::path& root, const std::vector<Exercise>& all,
+                            const std::vector<BankEntry>& bank);
+// Every text file of `workspace` (its build trees and .git aside) that holds one of `answers`, whitespace
+// ignored: "docs/00_autograd.md: exercise 0.3: the reference's region 1 (autograd/src/ops/reduce.cpp)".
+std::vector<std::string> leaks(const std::filesystem::path& workspace, const std::vector<Answer>& answers);
 
 }  // namespace exercises

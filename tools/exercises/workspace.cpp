@@ -35,7 +35,11 @@ void make_workspace(const fs::path& root, const fs::path& dest, int chapter, boo
        ++it) {
     const fs::path rel = fs::relative(it->path(), root);
     const std::string top = rel.begin()->string();
-    if (top == ".git" || top.rfind("build", 0) == 0 || top == "stepformer-out" || fs::equivalent(it->path(), dest)) {
+    // The bug bank holds answers (its ALTERNATIVE entries) and near-answers: only the CI's --bank workspace,
+    // whose regions it fills, gets it.
+    const bool answers = rel == fs::path("tools/exercises/bank") && !bank;
+    if (top == ".git" || top.rfind("build", 0) == 0 || top == "stepformer-out" || answers ||
+        fs::equivalent(it->path(), dest)) {
       if (it->is_directory()) it.disable_recursion_pending();
       continue;
     }
