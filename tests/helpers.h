@@ -41,24 +41,40 @@ inline double max_abs_diff(const Tensor& a, const std::vector<double>& expected)
 
 inline double max_abs_diff(const Tensor& a, const Tensor& b) { return max_abs_diff(a, b.to_vector<double>()); }
 
-// True when every |actual - expected| <= atol + rtol * |expected| and the shapes agree; on failure the
-// surrounding CHECK prints the shapes, the max difference and the first values of both (llm.c style).
-inline bool close(const Tensor& actual, const Tensor& expected, double atol = 1e-5, double rtol = 1e-5) {
+// Empty when every |actual - expected| <= atol + rtol * |expected| and the shapes agree; else what differs:
+// the shapes, the max difference, the NaN differences, the first values of both and the first difference
+// (llm.c style). A NaN on one side only is a difference (on both sides too: no check here expects one).
+inline std::string difference(const Tensor& actual, const Tensor& expected, double atol, double rtol) {
   const auto a = actual.to_vector<double>(), e = expected.to_vector<double>();
-  bool ok = actual.shape() == expected.shape();
+  const bool same_shape = actual.shape() == expected.shape() && a.size() == e.size();
   double worst = 0;
-  for (std::size_t i = 0; ok && i < a.size(); ++i) {
-    worst = std::max(worst, std::abs(a[i] - e[i]));
-    ok = std::abs(a[i] - e[i]) <= atol + rtol * std::abs(e[i]);
+  std::size_t nans = 0, first_bad = a.size();
+  for (std::size_t i = 0; same_shape && i < a.size(); ++i) {
+    const double diff = std::abs(a[i] - e[i]);
+    if (std::isnan(diff))
+      ++nans;
+    else
+      worst = std::max(worst, diff);
+    if ((std::isnan(diff) || diff > atol + rtol * std::abs(e[i])) && first_bad == a.size()) first_bad = i;
   }
-  if (!ok) {
-    std::string first;
-    for (std::size_t i = 0; i < std::min<std::size_t>(a.size(), 4); ++i)
-      first += " (" + std::to_string(a[i]) + " vs " + std::to_string(e[i]) + ")";
-    UNSCOPED_INFO("shapes " << to_string(actual.shape()) << " vs " << to_string(expected.shape()) << ", max |diff| "
-                            << worst << ", first values (ours vs reference):" << first);
-  }
-  return ok;
+  if (same_shape && first_bad == a.size()) return "";
+  std::string out = "shapes " + to_string(actual.shape()) + " vs " + to_string(expected.shape());
+  if (same_shape) out += ", max |diff| " + std::to_string(worst);
+  if (nans) out += ", " + std::to_string(nans) + " NaN differences";
+  out += ", first values (ours vs reference):";
+  for (std::size_t i = 0; i < std::min<std::size_t>(std::min(a.size(), e.size()), 4); ++i)
+    out += " (" + std::to_string(a[i]) + " vs " + std::to_string(e[i]) + ")";
+  if (same_shape)
+    out += ", first difference at flat index " + std::to_string(first_bad) + ": " + std::to_string(a[first_bad]) +
+           " vs " + std::to_string(e[first_bad]);
+  return out;
+}
+
+// True when difference() finds none; on failure the surrounding CHECK prints what differs.
+inline bool close(const Tensor& actual, const Tensor& expected, double atol = 1e-5, double rtol = 1e-5) {
+  const std::string d = difference(actual, expected, atol, rtol);
+  if (!d.empty()) UNSCOPED_INFO(d);
+  return d.empty();
 }
 
 // The audit for parameters a model forgets to register (seed 000 built a LayerNorm inside forward; docs/seeds.md):

@@ -10,6 +10,7 @@
 using namespace stepformer;
 using stepformer::test::close;
 using stepformer::test::f64;
+using stepformer::test::max_abs_diff;
 using stepformer::test::mistake;
 
 TEST_CASE("ex0.4: the topological order lists every node once, root first, each before those it sends to", "[ex0.4]") {
@@ -126,6 +127,22 @@ TEST_CASE("ex0.3: sum_to sums exactly the broadcast dimensions away", "[ex0.3]")
   for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<double>(i);
   const Tensor g = f64(v, {2, 3, 4});
   INFO("sum_to adds up (never averages) the gradients of every read of a broadcast element");
+  {
+    // A square gradient: summing the wrong axis gives an answer of the right shape, so only the values tell.
+    std::vector<double> s(16);
+    for (std::size_t i = 0; i < s.size(); ++i) s[i] = static_cast<double>(i);
+    const Tensor square = f64(s, {4, 4});
+    INFO(
+        "dimensions where the target has size 1 (and g does not) are summed, kept as size 1: [4, 4] -> [4, 1] "
+        "adds up each row, [4, 4] -> [1, 4] each column");
+    const Tensor rows = sum_to(square, {4, 1}), columns = sum_to(square, {1, 4});
+    if (rows.numel() == 4 && max_abs_diff(rows, {24, 28, 32, 36}) == 0)
+      FAIL(mistake("wrong-axis",
+                   "[4, 4] -> [4, 1] gave the column sums 24 28 32 36, not the row sums 6 22 38 54: "
+                   "the size-1 dimension of the target is the last one, aligned from the right"));
+    CHECK(close(rows, f64({6, 22, 38, 54}, {4, 1}), 0, 0));
+    CHECK(close(columns, f64({24, 28, 32, 36}, {1, 4}), 0, 0));
+  }
   {
     INFO("the leading dimensions the target lacks are summed away");
     CHECK(close(sum_to(g, {4}), f64({60, 66, 72, 78}, {4}), 0, 0));

@@ -14,7 +14,8 @@ namespace {
 std::string hex(std::uint32_t u) { return fmt::format("0x{:08X}", u); }
 }  // namespace
 
-TEST_CASE("ex11.1: float32 -> bfloat16 rounds to nearest, ties to even, and keeps NaN a NaN", "[ex11.1]") {
+TEST_CASE("ex11.1: float32 -> bfloat16 rounds to nearest, ties to even, on both signs, and keeps NaN a quiet NaN",
+          "[ex11.1]") {
   // Every bfloat16 value converts to itself.
   for (std::uint32_t b = 0; b <= 0xFFFFu; ++b) {
     const float x = float_from_bits(b << 16);
@@ -42,17 +43,31 @@ TEST_CASE("ex11.1: float32 -> bfloat16 rounds to nearest, ties to even, and keep
     INFO("float32 " << hex(u) << " is a tie: it goes to the even neighbour");
     REQUIRE(got == even);
   }
-  // The same below zero: the sign bit rides along.
-  CHECK(bf16_bits_from_float(-1.0f - 0x1p-8f) == 0xBF80u);
-  CHECK(bf16_bits_from_float(float_from_bits(0xBF808001u)) == 0xBF81u);
-  // A NaN whose payload is only in the dropped bits.
-  for (const std::uint32_t u : {0x7F800001u, 0xFF800001u, 0x7F80FFFFu, 0x7FC00000u}) {
-    const std::uint16_t got = bf16_bits_from_float(float_from_bits(u));
+  // Below zero: the magnitude rounds as above, the sign bit rides along. Every kept part, odd and even, just
+  // above the midpoint and exactly at it (0xBF818000, odd, goes to 0xBF82; 0xBF808000, even, stays 0xBF80).
+  for (std::uint32_t b = 0; b < 0x7F80u; b += 1)
+    for (const std::uint32_t low : {0x8000u, 0x8001u, 0x7FFFu}) {
+      const std::uint32_t positive = (b << 16) | low, negative = positive | 0x80000000u;
+      const std::uint16_t up = bf16_bits_from_float(float_from_bits(positive));
+      const std::uint16_t got = bf16_bits_from_float(float_from_bits(negative)), want = up | 0x8000u;
+      if (got != want)
+        FAIL(mistake("sign", "the negative " + hex(negative) + " became " + hex(got) + ", its positive twin " +
+                                 hex(positive) + " " + hex(up) + ": round the magnitude, then put the sign back (" +
+                                 hex(want) + "); rounding must not lean towards zero or away from it below zero"));
+    }
+  // A NaN keeps its sign and its top mantissa bits and becomes quiet (0x0040 set), as the AVX512_BF16
+  // instruction vcvtneps2bf16 does, so that the kernels and this function agree bit for bit. Payloads in the
+  // dropped bits only, signalling and quiet, both signs.
+  for (const std::uint32_t u :
+       {0x7F800001u, 0xFF800001u, 0x7F80FFFFu, 0x7FC00000u, 0xFFC00000u, 0x7FA10000u, 0xFF912345u, 0x7FFFFFFFu}) {
+    const std::uint16_t got = bf16_bits_from_float(float_from_bits(u)), want = (u >> 16) | 0x0040u;
     if ((got & 0x7FFFu) == 0x7F80u)
       FAIL(mistake("nan-lost", "the NaN " + hex(u) + " became infinity: its payload was all in the dropped bits; " +
                                    "a NaN must stay a NaN (set a mantissa bit)"));
-    INFO("float32 " << hex(u) << " is a NaN: so must its bfloat16 be");
-    REQUIRE(((got & 0x7F80u) == 0x7F80u && (got & 0x7Fu) != 0));
+    if (got != want)
+      FAIL(mistake("nan-bits", "the NaN " + hex(u) + " became " + hex(got) + ", not " + hex(want) +
+                                   ": a NaN keeps its sign and top bits and sets the quiet bit 0x0040, "
+                                   "as vcvtneps2bf16 does (a canonical 0x7FC0 loses the sign and payload)"));
   }
   // Past the largest finite bfloat16, rounding overflows to infinity.
   CHECK(bf16_bits_from_float(3.4028235e38f) == 0x7F80u);

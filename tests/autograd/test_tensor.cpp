@@ -115,3 +115,14 @@ TEST_CASE("integer tensors: arithmetic, sums, no gradients", "[ch00][tensor]") {
   CHECK(sum(i).dtype() == DType::int64);
   REQUIRE_THROWS_AS(i / i, DTypeError);
 }
+
+TEST_CASE("the tests' close(): a NaN on one side is a difference, reported as one, with the first difference") {
+  const Tensor ours = test::f64({1, NAN, 3}, {3}), reference = test::f64({1, 1, 3}, {3});
+  CHECK_FALSE(test::close(ours, reference));
+  const std::string d = test::difference(ours, reference, 1e-5, 1e-5);
+  CHECK_THAT(d, Catch::Matchers::ContainsSubstring("1 NaN differences"));
+  CHECK_THAT(d, Catch::Matchers::ContainsSubstring("first difference at flat index 1: nan vs 1.000000"));
+  CHECK(test::difference(reference, reference, 0, 0).empty());
+  CHECK_THAT(test::difference(test::f64({1, 2.5, 3}, {3}), reference, 1e-5, 1e-5),
+             Catch::Matchers::ContainsSubstring("max |diff| 1.5"));
+}

@@ -121,13 +121,20 @@ TEST_CASE("ex2.3: scaled dot-product attention: weights, context, exact zeros wh
   const Tensor blocked = mask({0, 0, 0, 0, 1, 1, 0, 0, 0, 0, 0, 1}, {2, 1, 1, 6});  // PAD keys
   const Attention got = scaled_dot_product_attention(q, k, v, blocked);
   const Attention want = reference_attention(q, k, v, blocked);
-  {
-    INFO("each query's weights sum to 1 over the keys: softmax over the last dimension");
-    CHECK(close(sum(got.weights, {-1}), ones({2, 3, 5}), 1e-6, 1e-6));
-  }
   const auto w = got.weights.to_vector<double>();
   const auto b = expand(blocked, {2, 3, 5, 6}).to_vector<double>();
-  const bool unmasked = max_abs_diff(got.weights, reference_attention(q, k, v, Tensor()).weights) <= 1e-6;
+  const Tensor unmasked_weights = reference_attention(q, k, v, Tensor()).weights;
+  const bool unmasked = max_abs_diff(got.weights, unmasked_weights) <= 1e-6;
+  std::vector<double> zeroed_after = unmasked_weights.to_vector<double>();  // the unmasked softmax, then zeros
+  for (std::size_t i = 0; i < zeroed_after.size(); ++i) zeroed_after[i] *= b[i] != 0 ? 0.0 : 1.0;
+  {
+    INFO((max_abs_diff(got.weights, zeroed_after) <= 1e-6
+              ? mistake("mask-after-softmax",
+                        "the blocked weights were zeroed after the softmax, so a row no longer sums to 1: "
+                        "blocked scores get -inf before it, and the softmax shares the weight among the keys left")
+              : std::string("each query's weights sum to 1 over the keys: softmax over the last dimension")));
+    CHECK(close(sum(got.weights, {-1}), ones({2, 3, 5}), 1e-6, 1e-6));
+  }
   for (std::size_t i = 0; i < w.size(); ++i)
     if (b[i] != 0) {
       INFO((unmasked
@@ -143,8 +150,22 @@ TEST_CASE("ex2.3: scaled dot-product attention: weights, context, exact zeros wh
   }
   Generator g(31), replay = g;
   const Attention dropped = scaled_dot_product_attention(q, k, v, blocked, 0.5, true, g);
-  INFO("with dropout 0.5 in training: dropout on the attention weights, before they multiply V");
-  CHECK(close(dropped.context, matmul(dropout(want.weights, 0.5, true, replay), v), 1e-6, 1e-5));
+  {
+    INFO("with dropout 0.5 in training: dropout on the attention weights, before they multiply V");
+    CHECK(close(dropped.context, matmul(dropout(want.weights, 0.5, true, replay), v), 1e-6, 1e-5));
+  }
+  // No mask at all (an undefined tensor, the default): every key is seen.
+  Attention plain;
+  try {
+    plain = scaled_dot_product_attention(q, k, v);
+  } catch (const NotImplemented&) {
+    throw;
+  } catch (const std::exception& e) {
+    FAIL(mistake("mask-required", std::string("called with no mask (the default), it threw: ") + e.what() +
+                                      "; apply the mask only when one is given (blocked.defined())"));
+  }
+  INFO("with no mask every key is seen: softmax(Q K^T / sqrt(d_k)) V");
+  CHECK(close(plain.context, reference_attention(q, k, v, Tensor()).context, 1e-6, 1e-5));
 }
 
 TEST_CASE("ex2.4: split_heads and merge_heads move whole head slices and round-trip", "[ex2.4]") {

@@ -4,7 +4,9 @@
 // in PyTorch: arithmetic happens in float32, and only the stored result is rounded to bfloat16.
 //
 // float32 -> bfloat16 rounds to nearest, ties to even (what PyTorch's c10::BFloat16 and CUDA's
-// __float2bfloat16 do); NaN stays a (quiet) NaN, and a value past the largest bfloat16 rounds to infinity.
+// __float2bfloat16 do), and a value past the largest bfloat16 rounds to infinity. A NaN keeps its sign and
+// top bits and becomes quiet (0x0040 set), as the AVX512_BF16 instruction vcvtneps2bf16 does, so that our
+// kernels and this function agree bit for bit; c10::BFloat16 returns 0x7FC0 for every NaN instead.
 // bfloat16 -> float32 is exact: append 16 zero bits.
 // Under nvcc the functions are __host__ __device__, so the CUDA kernels share them.
 #include <cstdint>
@@ -42,7 +44,7 @@ STEPFORMER_BF16_FN float float_from_bits(std::uint32_t u) {
 // carry out of the 16 dropped bits happens exactly when they are above half, or at half with the kept
 // part odd. A carry into the exponent is right too: it is the next binade, or infinity past the largest.
 STEPFORMER_BF16_FN std::uint16_t bf16_bits_from_float(float x) {
-  // EXERCISE 11.1 (4 points): the top 16 bits of x rounded to nearest, ties to even; a NaN stays a quiet NaN
+  // EXERCISE 11.1 (4 points): the top 16 bits of x rounded to nearest, ties to even, either sign; a NaN: its top 16 bits, quiet bit 0x0040 set
   const std::uint32_t u = float_bits(x);
   if ((u & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<std::uint16_t>((u >> 16) | 0x0040u);  // NaN: keep it quiet
   const std::uint32_t lsb = (u >> 16) & 1u;
