@@ -2,6 +2,7 @@
 // builds from ops: outputs and every gradient, for each mask, lengths on both sides of a tile (128 queries and
 // keys on the CPU, up to 32 threads on CUDA), Tq != Tk, Dh != Dv, and dropout drawn from the same generator state.
 // On the default device, so CTest runs it on cuda-sim and on a GPU too ([values]).
+#include <algorithm>
 #include <limits>
 
 #include "../helpers.h"
@@ -113,6 +114,16 @@ TEST_CASE("flash_attention: a query that may see no key gets NaN, as the composi
     CHECK(std::isnan(o[static_cast<std::size_t>(d)]));
     CHECK(o[static_cast<std::size_t>(4 + d)] == Catch::Approx(w[static_cast<std::size_t>(4 + d)]).epsilon(1e-12));
   }
+  // Backward differs there (docs/02): the composite's softmax of -infs is NaN, so dV takes NaN from that row,
+  // as PyTorch's does; flash gives the row weight 0, and dV stays finite.
+  const auto dv_has_nan = [](const Tensor& out, const Tensor& value) {
+    sum(out).backward();
+    const auto g = value.grad().to_vector<double>();
+    return std::any_of(g.begin(), g.end(), [](double x) { return std::isnan(x); });
+  };
+  const Tensor v1 = input({1, 1, 3, 4}, 3, DType::float64), v2 = input({1, 1, 3, 4}, 3, DType::float64);
+  CHECK(dv_has_nan(composite(q, k, v1, blocked, 0.5, false, 0, gen), v1));
+  CHECK_FALSE(dv_has_nan(flash_attention(q, k, v2, blocked, 0.5), v2));
 }
 
 TEST_CASE("flash_attention keeps O(T) for backward; the composite keeps the [T, T] weights", "[attention][values]") {
@@ -163,10 +174,11 @@ TensorDesc broadcast_keys(const Tensor& t, std::int64_t H, std::int64_t Tq) {
 
 }  // namespace
 
-// Exercise 2.6, graded on cuda-sim: the CUDA forward kernel against the CPU backend's, kernel to kernel (no
-// autograd, so no other exercise is needed), in float64; then the backward kernel, which reads the lse it wrote.
-TEST_CASE("ex2.6: flash attention's CUDA forward: each tile's scores, the online softmax, the output and its lse",
-          "[ex2.6]") {
+// Exercise 9.5 (chapter 09: it is a CUDA kernel; FlashAttention itself is chapter 02's), graded on cuda-sim: the CUDA
+// forward kernel against the CPU backend's, kernel to kernel (no autograd, so no other exercise is needed), in float64;
+// then the backward kernel, which reads the lse it wrote.
+TEST_CASE("ex9.5: flash attention's CUDA forward: each tile's scores, the online softmax, the output and its lse",
+          "[ex9.5]") {
   const Device sim{DeviceType::cuda_sim, 0};
   const struct {
     const char* what;

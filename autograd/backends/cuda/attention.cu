@@ -69,7 +69,7 @@ __global__ void attention_forward_kernel(T* out, T* lse, AttentionProblem<T> p, 
     stage(v_tile, p.v, bh * n.Tk + j0, width, n.Dv);
     __syncthreads();
     if (!active) continue;
-    // EXERCISE 2.6 (6 points): this tile's scores (blocked: -inf), the new max, l and acc rescaled, the tile added.
+    // EXERCISE 9.5 (6 points): this tile's scores (blocked: -inf), the new max, l and acc rescaled, the tile added.
     T s[kMaxTile];
     T tile_max = neg_inf;
     for (int c = 0; c < width; ++c) {
@@ -92,7 +92,7 @@ __global__ void attention_forward_kernel(T* out, T* lse, AttentionProblem<T> p, 
     // END EXERCISE
   }
   if (!active) return;
-  // EXERCISE 2.6 (continued)
+  // EXERCISE 9.5 (continued)
   const T inv = T(1) / l;  // l == 0 (no key seen): inf, and 0 * inf is NaN, as the composite's softmax
   for (std::int64_t d = 0; d < n.Dv; ++d) out[row * n.Dv + d] = acc[r * own_v + d] * inv;
   lse[row] = m + log_(l);
