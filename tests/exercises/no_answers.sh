@@ -11,6 +11,11 @@ rm -rf "$work"
 [ ! -e "$work/all/tools/exercises/bank" ] || { echo "FAILED: the workspace holds the bug bank"; exit 1; }
 "$tool" --root "$src" workspace "$work/ch02" --chapter 2 >/dev/null
 "$tool" --root "$src" leaks "$work/ch02" --chapter 2
+# A rewritten header keeps `#pragma once` above the includes the rewrite adds.
+for h in $(grep -rlE '^ *// EXERCISE [0-9]+\.[0-9]+ \(' "$work/all/autograd" "$work/all/transformer" --include='*.h'); do
+  once=$(grep -n '^#pragma once' "$h" | head -1 | cut -d: -f1) include=$(grep -n '^#include' "$h" | head -1 | cut -d: -f1)
+  [ -n "$once" ] && [ "$once" -lt "$include" ] || { echo "FAILED: $h: an #include above #pragma once"; exit 1; }
+done
 expect_leak() {  # expect_leak WHAT PATTERN: leaks must exit 1 and name PATTERN
   local out
   if out=$("$tool" --root "$src" leaks "$work/all"); then echo "FAILED: $1 went unseen"; exit 1; fi

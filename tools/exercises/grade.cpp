@@ -136,11 +136,18 @@ bool may_carry(const fs::path& program, const std::string& tag) {
 
 }  // namespace
 
-std::vector<Result> grade(const std::vector<Exercise>& all, const Builds& build, int chapter,
-                          const std::string& number) {
+std::vector<Result> grade(const std::vector<Exercise>& all, const Builds& build, int chapter, const std::string& number,
+                          bool with_needs) {
   std::vector<const Exercise*> chosen;
   for (const Exercise& ex : all)
     if ((chapter < 0 || ex.chapter == chapter) && (number.empty() || ex.number == number)) chosen.push_back(&ex);
+  // The exercises those need, from other chapters too, are graded with them (and not reported): "blocked by"
+  // names every unsolved one, whichever chapter is asked for.
+  const std::size_t asked = chosen.size();
+  for (std::size_t i = 0; with_needs && i < chosen.size(); ++i)
+    for (const std::string& need : chosen[i]->needs)
+      for (const Exercise& ex : all)
+        if (ex.number == need && std::find(chosen.begin(), chosen.end(), &ex) == chosen.end()) chosen.push_back(&ex);
   // Every (exercise, program) run first, side by side; then each exercise's result from its runs in program order.
   struct Job {
     std::size_t exercise;
@@ -198,7 +205,12 @@ std::vector<Result> grade(const std::vector<Exercise>& all, const Builds& build,
     });
     r.blocked_by = fmt::format("{}", fmt::join(blockers, ", "));
   }
+  results.resize(asked);
   return results;
+}
+
+std::string failure_line(const Result& r) {
+  return r.blocked_by.empty() ? r.message : "blocked by " + r.blocked_by + ": " + r.message;
 }
 
 int total_points(const std::vector<Result>& results, bool only_passed) {
@@ -208,18 +220,23 @@ int total_points(const std::vector<Result>& results, bool only_passed) {
   return sum;
 }
 
-void print(const std::vector<Result>& results) {
+void print(const std::vector<Result>& results, std::size_t width) {
   fmt::print("{:<8} {:<9} {:>6}  {:<6}  {}\n", "chapter", "exercise", "points", "result", "first failure");
+  const std::size_t room = width > 60 ? width - 37 : 23;  // what the columns before the failure leave
+  bool cut = false;
   for (const Result& r : results) {
-    std::string note = r.passed               ? ""
-                       : r.blocked_by.empty() ? r.message
-                                              : "blocked by " + r.blocked_by + ": " + r.message;
-    if (note.size() > 100) note = note.substr(0, 97) + "...";
+    std::string note = r.passed ? "" : failure_line(r);
+    if (note.size() > room) note = note.substr(0, room - 3) + "...", cut = true;
     fmt::print("{:<8} {:<9} {:>6}  {:<6}  {}\n", fmt::format("{:02}", r.ex->chapter), r.ex->number,
                r.passed ? fmt::format("{}/{}", r.ex->points, r.ex->points) : fmt::format("0/{}", r.ex->points),
                r.passed ? "pass" : "FAIL", note);
   }
   fmt::print("total: {}/{}\n", total_points(results, true), total_points(results, false));
+  if (!cut) return;
+  // The end of a message (the first difference, the values) is what a learner needs: every cut one, whole.
+  fmt::print("\nthe first failures, whole:\n");
+  for (const Result& r : results)
+    if (!r.passed && failure_line(r).size() > room) fmt::print("\n{}: {}\n", r.ex->number, failure_line(r));
 }
 
 nlohmann::json to_json(const std::vector<Result>& results) {

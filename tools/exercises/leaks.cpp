@@ -49,8 +49,8 @@ std::vector<Answer> reference_answers(const fs::path& root, const std::vector<Ex
       int n = 0;
       for (std::string line; std::getline(in, line);)
         if (++n > r.first_line && n < r.last_line) body.push_back(line);
-      out.push_back({ex.number, fmt::format("the reference's region {} ({})", k + 1, r.file.string()),
-                     squeezed(joined(body))});
+      out.push_back(
+          {ex.number, fmt::format("the reference's region {} ({})", k + 1, r.file.string()), squeezed(joined(body))});
     }
   return out;
 }
@@ -68,8 +68,8 @@ std::vector<Answer> answers(const fs::path& root, const std::vector<Exercise>& a
   for (const BankEntry& e : bank)
     if (!e.wrong && stubbed(e.number))
       for (const auto& [region, lines] : e.regions)
-        out.push_back({e.number, fmt::format("the bank's ALTERNATIVE {}, region {}", e.name, region),
-                       squeezed(joined(lines))});
+        out.push_back(
+            {e.number, fmt::format("the bank's ALTERNATIVE {}, region {}", e.name, region), squeezed(joined(lines))});
   return out;
 }
 
@@ -87,8 +87,8 @@ std::vector<std::string> leaks(const fs::path& workspace, const std::vector<Answ
     const std::string text = squeezed(bytes);
     for (const Answer& a : answers)
       if (!a.body.empty() && text.find(a.body) != std::string::npos)
-        found.push_back(fmt::format("{}: exercise {}: {}", fs::relative(it->path(), workspace).string(), a.number,
-                                    a.source));
+        found.push_back(
+            fmt::format("{}: exercise {}: {}", fs::relative(it->path(), workspace).string(), a.number, a.source));
   }
   std::sort(found.begin(), found.end());
   return found;

@@ -2,7 +2,7 @@
 //
 //   exercises list      [--root DIR]
 //   exercises workspace DEST [--root DIR] [--chapter N] [--bank] [--marked-only]
-//   exercises grade     [--root DIR] [--build DIR] [--chapter N] [--json FILE] [--expect pass|stubbed]
+//   exercises grade     [--root DIR] [--build DIR] [--chapter N | --exercise N.M] [--json FILE] [--expect pass|stubbed]
 //   exercises prove     [--root DIR] [--build DIR] [--table FILE]
 //   exercises leaks     WORKSPACE [--root DIR] [--chapter N]
 //
@@ -19,13 +19,29 @@
 // This file is the command line; each verb is a file of its own (verbs.h).
 #include <fmt/format.h>
 
+#include <sys/ioctl.h>
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cstdlib>
 
 #include "files/atomic_write.h"
 #include "verbs.h"
 
 namespace fs = std::filesystem;
 using namespace exercises;
+
+namespace {
+// The terminal's width (COLUMNS, then the tty's), 120 when the output goes to a file or a pipe.
+std::size_t terminal_width() {
+  if (const char* columns = std::getenv("COLUMNS"); columns && std::atoi(columns) > 0)
+    return static_cast<std::size_t>(std::atoi(columns));
+  winsize w{};
+  if (isatty(STDOUT_FILENO) && ioctl(STDOUT_FILENO, TIOCGWINSZ, &w) == 0 && w.ws_col > 0) return w.ws_col;
+  return 120;
+}
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app("stepformer's exercises: list, make a workspace, grade (docs/exercises.md)");
@@ -46,6 +62,8 @@ int main(int argc, char** argv) {
   gr->add_option("--kernel-build", kernel_build,
                  "the cuda-sim checking build whose cuda_tests grades chapter 09 (its kernels are counted)");
   gr->add_option("--chapter", chapter_text, "grade only this chapter (e.g. 2 or 02)");
+  std::string only;
+  gr->add_option("--exercise", only, "grade only this exercise (e.g. 2.3) and, unreported, those it needs");
   gr->add_option("--json", json, "also write the results here (default: BUILD/grade.json)");
   gr->add_option("--expect", expect, "check: pass (every exercise passes) or stubbed (every one fails, NotImplemented)")
       ->check(CLI::IsMember({"pass", "stubbed"}));
@@ -92,8 +110,11 @@ int main(int argc, char** argv) {
     }
     const Builds builds{build, kernel_build};
     if (pr->parsed()) return prove(root, all, exercises::read_bank(root / "tools/exercises/bank", all), builds, table);
-    const auto results = grade(all, builds, chapter);
-    print(results);
+    if (!only.empty() &&
+        std::none_of(all.begin(), all.end(), [&only](const Exercise& ex) { return ex.number == only; }))
+      throw std::runtime_error("--exercise: no exercise " + only + " (exercises list shows them)");
+    const auto results = grade(all, builds, chapter, only);
+    print(results, terminal_width());
     stepformer::files::write_atomically(json.empty() ? build / "grade.json" : json, to_json(results).dump(2) + "\n");
     if (expect == "pass") {
       const bool ok = total_points(results, true) == total_points(results, false) && !results.empty();

@@ -243,7 +243,13 @@ std::string rewrite(const std::string& text, const fs::path& file, StubKind kind
     }
     out += line + "\n";
   }
-  return touched ? preamble(kind) + out : out;
+  if (!touched) return out;
+  // After a header's `#pragma once`, so that the added includes are read once too.
+  static const std::regex pragma_once(R"((^|\n)#pragma once[^\n]*\n)");
+  std::smatch once;
+  if (!std::regex_search(out, once, pragma_once)) return preamble(kind) + out;
+  const auto after = static_cast<std::size_t>(once.position(0) + once.length(0));
+  return out.substr(0, after) + preamble(kind) + out.substr(after);
 }
 
 }  // namespace exercises

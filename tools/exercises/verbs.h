@@ -27,11 +27,15 @@ struct Result {
   std::string blocked_by;
 };
 
-// Every exercise of `chapter` (all when negative), or only exercise `number` when it is given.
+// Every exercise of `chapter` (all when negative), or only exercise `number` when it is given. `with_needs`:
+// the exercises they need are graded too (not returned), so that blocked_by names unsolved ones of any chapter.
 std::vector<Result> grade(const std::vector<Exercise>& all, const Builds& build, int chapter,
-                          const std::string& number = "");
+                          const std::string& number = "", bool with_needs = true);
 int total_points(const std::vector<Result>& results, bool only_passed);
-void print(const std::vector<Result>& results);
+// The table, its failure column cut to fit `width` characters (the terminal's), then each cut failure whole.
+void print(const std::vector<Result>& results, std::size_t width);
+// "blocked by 0.4, 0.5: <the first failure>", or the first failure alone.
+std::string failure_line(const Result& r);
 nlohmann::json to_json(const std::vector<Result>& results);
 
 // Where a learner writes an exercise, by name (a workspace's stubs move lines): "`split_heads`, `merge_heads`",
