@@ -4,7 +4,7 @@
 // step, tokens/s, MFU (lm_forward_flops over cpu/peak.h's measured peak), then tokens/s of one 256-token sample with
 // the cache and without it. tools/compare/torch_lm_train.py runs the same model and shapes in PyTorch.
 //
-//   build/release/bin/lm_bench [--block llama|2017|2017+CHANGE] [--threads N] [--steps N] [--precision fp32|bf16]
+//   build/bench/bin/lm_bench [--block llama|2017|2017+CHANGE] [--threads N] [--steps N] [--precision fp32|bf16]
 #include <fmt/format.h>
 #include <omp.h>
 

@@ -139,8 +139,8 @@ int main(int argc, char** argv) {
   sf::Generator gen(common.seed);
   TransformerEmbedding embed(cfg.src_vocab, cfg, gen);
   MultiHeadAttention mha(d_model, heads, 0.0, gen);
-  // The full model's initialisation: with nn::Embedding's N(0, 1) rows times sqrt(d_model) the scores would
-  // be so large that each query puts nearly all its weight on one key, and a mask would have little to change.
+  // The full model's initialisation (chapter 07's Transformer), so that these pictures show what training
+  // starts from.
   glorot_init(embed, gen);
   glorot_init(mha, gen);
 

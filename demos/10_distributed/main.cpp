@@ -64,8 +64,9 @@ int run(const Options& o, Communicator& comm) {
       model, comm, {.warmup = o.warmup, .precision = sf::transformer::precision_from_name(o.precision)}, d);
   const sf::transformer::NamedGenerators shared{{"data", &data_gen}}, own{{"model", &gen}};
   if (!o.load.empty()) {
-    trainer.load(o.load, shared, own);
+    const std::string change = trainer.load(o.load, shared, own);
     if (root) fmt::print("resumed from {} at step {}\n", o.load.string(), trainer.steps_done());
+    if (root && !change.empty()) fmt::print("note: {}\n", change);
   }
   if (root)
     fmt::print("== numerals on {} processes x {} thread(s), {}: {} parameters, batch {} per rank ({} in all), {}{}\n",

@@ -3,6 +3,7 @@
 #include "autograd/autocast.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "autograd/ops.h"
 #include "nn/checkpoint.h"
@@ -88,13 +89,38 @@ void DistributedTrainer::save(const std::filesystem::path& path, const transform
   comm_.barrier();
 }
 
-void DistributedTrainer::load(const std::filesystem::path& path, const transformer::NamedGenerators& shared,
-                              const transformer::NamedGenerators& own) {
+std::string rank_change(const nn::Metadata& meta, int ranks, const transformer::NamedGenerators& own) {
+  if (own.empty()) return "";
+  const std::string first = own.front().first;
+  int saved = 0;  // the ranks that wrote the file: those whose copy of the first own generator it holds
+  while (meta.count(fmt::format("generator.{}.rank{}.seed", first, saved))) ++saved;
+  if (saved == 0 || saved == ranks) return "";
+  std::vector<std::string> names;
+  for (const auto& [name, gen] : own) names.push_back(name);
+  const std::string which = fmt::format("{}", fmt::join(names, ", "));
+  std::string note = fmt::format(
+      "the checkpoint was written by {} ranks and resumes on {}: the weights, the optimizer's state, the step and "
+      "the shared generators carry over; ",
+      saved, ranks);
+  if (saved > ranks)
+    note += fmt::format(
+        "the own generators ({}) of ranks {} to {} are dropped, so their dropout masks are not drawn "
+        "again and the run does not continue as the {}-rank run would",
+        which, ranks, saved - 1, saved);
+  else
+    note += fmt::format("ranks {} to {} have no saved own generators ({}) and keep their fresh ones", saved, ranks - 1,
+                        which);
+  return note;
+}
+
+std::string DistributedTrainer::load(const std::filesystem::path& path, const transformer::NamedGenerators& shared,
+                                     const transformer::NamedGenerators& own) {
   const nn::Metadata meta = nn::load_checkpoint(path, model_, optimizer_.get());
   steps_ = transformer::restore_training_metadata(meta, path, shared);
   const transformer::NamedGenerators mine = on_rank(own, comm_.rank());
   if (!mine.empty() && meta.count("generator." + mine.front().first + ".seed"))
     transformer::restore_training_metadata(meta, path, mine);
+  return rank_change(meta, comm_.size(), own);
 }
 
 }  // namespace stepformer::distributed

@@ -78,8 +78,11 @@ Entry parse_entry(const std::string& name, const json& v, std::uint64_t data_siz
   if (!v["dtype"].is_string()) fail(source, where + ": dtype must be a string");
   const std::string code = v["dtype"].get<std::string>();
   const Code* found = std::find_if(std::begin(kCodes), std::end(kCodes), [&](const Code& c) { return code == c.name; });
-  if (found == std::end(kCodes))
-    fail(source, fmt::format("{} has dtype {}, which stepformer does not load (F32, F64, I64, BOOL)", where, code));
+  if (found == std::end(kCodes)) {
+    std::string known;
+    for (const Code& c : kCodes) known += (known.empty() ? "" : ", ") + std::string(c.name);
+    fail(source, fmt::format("{} has dtype {}, which stepformer does not load ({})", where, code, known));
+  }
   Entry e{name, found->dtype, {}, 0, 0};
 
   if (!v["shape"].is_array() || v["shape"].size() > static_cast<std::size_t>(kMaxDims))
@@ -87,7 +90,9 @@ Entry parse_entry(const std::string& name, const json& v, std::uint64_t data_siz
   std::uint64_t bytes = element_size(e.dtype);
   for (const json& d : v["shape"]) {
     const std::uint64_t size = checked_uint(d, source, where + " shape entry");
-    if (size != 0 && bytes > std::numeric_limits<std::uint64_t>::max() / size)
+    // Each size a Shape can hold (int64), even where another size is 0 and the byte count stays 0.
+    if (size > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()) ||
+        (size != 0 && bytes > std::numeric_limits<std::uint64_t>::max() / size))
       fail(source, fmt::format("{}: shape {} overflows", where, v["shape"].dump()));
     bytes *= size;
     e.shape.push_back(static_cast<std::int64_t>(size));

@@ -20,6 +20,7 @@ using namespace stepformer::transformer;
 using distributed::Communicator;
 using distributed::DistributedError;
 using distributed::DistributedTrainer;
+using distributed::rank_change;
 
 namespace {
 
@@ -311,6 +312,24 @@ TEST_CASE("a checkpoint of a 2-rank run resumes bit-identically (plain and ZeRO-
   CHECK(bitwise_equal(first, resumed));
   comm.barrier();
   if (comm.rank() == 0) std::filesystem::remove(path);
+}
+
+TEST_CASE("resuming on another number of ranks says what carries over and what is dropped", "[ch10]") {
+  Generator a(1);
+  nn::Metadata two{{"step", "4"},
+                   {"generator.model.rank0.seed", "1"},
+                   {"generator.model.rank0.offset", "0"},
+                   {"generator.model.rank1.seed", "2"},
+                   {"generator.model.rank1.offset", "0"}};
+  const NamedGenerators own{{"model", &a}};
+  CHECK(rank_change(two, 2, own).empty());
+  CHECK(rank_change(two, 2, {}).empty());
+  const std::string fewer = rank_change(two, 1, own);
+  CHECK_THAT(fewer, Catch::Matchers::ContainsSubstring("written by 2 ranks and resumes on 1"));
+  CHECK_THAT(fewer, Catch::Matchers::ContainsSubstring("own generators (model) of ranks 1 to 1 are dropped"));
+  const std::string more = rank_change(two, 3, own);
+  CHECK_THAT(more, Catch::Matchers::ContainsSubstring("written by 2 ranks and resumes on 3"));
+  CHECK_THAT(more, Catch::Matchers::ContainsSubstring("ranks 2 to 2 have no saved own generators (model)"));
 }
 
 TEST_CASE("ranks that built different models get a DistributedError, not a hang", "[ch10][errors]") {

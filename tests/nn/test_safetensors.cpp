@@ -179,7 +179,7 @@ TEST_CASE("malformed files are rejected with a clear error", "[nn][safetensors][
   REQUIRE_THROWS_WITH_ALL(parse(file_with(R"({"x":1111111111111111111111111e11111111})", 0)), CheckpointError,
                           "not valid JSON", "number overflow");
   REQUIRE_THROWS_WITH_ALL(parse(file_with(R"({"x":{"dtype":"F16","shape":[2],"data_offsets":[0,4]}})", 4)),
-                          CheckpointError, "tensor 'x'", "dtype F16");
+                          CheckpointError, "tensor 'x'", "dtype F16", "(F32, F64, I64, BOOL, BF16)");
   REQUIRE_THROWS_WITH_ALL(parse(file_with(R"({"x":{"dtype":"F32","shape":[2]}})", 8)), CheckpointError,
                           "no \"data_offsets\"");
   REQUIRE_THROWS_WITH_ALL(parse(file_with(R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[0,16]}})", 8)),
@@ -202,6 +202,10 @@ TEST_CASE("malformed files are rejected with a clear error", "[nn][safetensors][
   REQUIRE_THROWS_WITH_ALL(
       parse(file_with(R"({"x":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,8]}})", 8)),
       CheckpointError, "overflows");
+  // A size past int64 where another size is 0: no bytes, but no Shape can hold it (the file and tensor named).
+  REQUIRE_THROWS_WITH_ALL(
+      parse(file_with(R"({"x":{"dtype":"F32","shape":[0,9223372036854775808],"data_offsets":[0,0]}})", 0)),
+      CheckpointError, "bad.safetensors", "tensor 'x'", "overflows");
   REQUIRE_THROWS_WITH_ALL(parse(file_with(R"({"__metadata__":{"a":1}})", 0)), CheckpointError, "not a string");
   auto bad_bool = file_with(R"({"m":{"dtype":"BOOL","shape":[2],"data_offsets":[0,2]}})", 2);
   bad_bool.back() = std::byte{7};

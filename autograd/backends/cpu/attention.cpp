@@ -1,8 +1,8 @@
-// FlashAttention on the CPU: the scores of one block of 64 queries against one tile of 64 keys at a time, an
+// FlashAttention on the CPU: the scores of one block of kTile queries against one tile of kTile keys at a time, an
 // online softmax (a running max m and sum l per query, the partial output rescaled by exp(m_old - m_new)
 // whenever the max grows), never the [Tq, Tk] matrix. The two products of a tile, scores = q k^T and
 // out += weights v, are small GEMMs on the CPU backend's micro-kernels (gemm.h, one thread each); the softmax
-// between them is a vectorised pass over the [64, 64] tile, which stays in L1. Threads take (head, query block)
+// between them is a vectorised pass over the [kTile, kTile] tile, which stays in L1 or L2. Threads take (head, query block)
 // pairs; under a causal mask the key tiles after a block's last query are skipped, so the blocks differ in cost
 // and are handed out dynamically.
 //

@@ -22,6 +22,11 @@ struct DistributedOptions {
   DataParallelOptions data_parallel = {};
 };
 
+// What resuming a checkpoint's metadata on `ranks` ranks keeps and drops, in words, when the file was written by
+// another number of ranks (counted from the `own` generators it holds, generator.NAME.rankR.*); empty when the
+// count is the same or the file holds no own generator.
+std::string rank_change(const nn::Metadata& meta, int ranks, const transformer::NamedGenerators& own);
+
 class DistributedTrainer {
  public:
   // Copies rank 0's parameters to every rank (and checks that every rank built the same model).
@@ -46,8 +51,9 @@ class DistributedTrainer {
   // A rank the file has no entry for (it was written by fewer ranks) keeps its generator as it is.
   void save(const std::filesystem::path& path, const transformer::NamedGenerators& shared,
             const transformer::NamedGenerators& own) const;
-  void load(const std::filesystem::path& path, const transformer::NamedGenerators& shared,
-            const transformer::NamedGenerators& own);
+  // Returns rank_change's note (empty when the file was written by as many ranks as run now).
+  std::string load(const std::filesystem::path& path, const transformer::NamedGenerators& shared,
+                   const transformer::NamedGenerators& own);
 
  private:
   // This rank's share of the loss of the whole batch (the label-smoothed cross-entropy over its target tokens,

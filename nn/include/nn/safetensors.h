@@ -5,7 +5,7 @@
 //                with an optional "__metadata__": {string: string}; padded with spaces
 //   rest         the tensors' bytes, little-endian, row-major; offsets are relative to this buffer
 // Loading trusts nothing: the header length must fit the file (and 100 MB), the JSON must parse, each
-// dtype be known here (F32, F64, I64, BOOL), each shape x dtype size equal its byte range, the ranges lie
+// dtype be known here (F32, F64, I64, BOOL, BF16), each shape x dtype size equal its byte range, the ranges lie
 // inside the buffer without overlapping or leaving holes. Every failure is a CheckpointError naming
 // the file and the offending tensor.
 #include <cstddef>
