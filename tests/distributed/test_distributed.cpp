@@ -21,6 +21,7 @@ using distributed::Communicator;
 using distributed::DistributedError;
 using distributed::DistributedTrainer;
 using distributed::rank_change;
+using stepformer::test::mistake;
 
 namespace {
 
@@ -240,6 +241,33 @@ TEST_CASE("ZeroAdam reduces every chunk of the gradient during backward, last fi
     INFO("every parameter of the Transformer gets a gradient, so every chunk is complete, and started, in backward");
     CHECK(zero.chunks_started_in_backward() == zero.chunk_count());
   }
+}
+
+TEST_CASE("ex10.4: ZeRO-1's slices cover the flat parameters once, in rank order", "[ch10][ex10.4]") {
+  Communicator& comm = *g_comm;
+  Generator gen(3);
+  Reversed model(gen);  // 57 parameters: not a multiple of 2 ranks
+  const std::int64_t total = 57, ranks = comm.size();
+  REQUIRE(model.parameter_count() == total);
+  const distributed::ZeroAdam zero(model.named_parameters(), comm, {.lr = 0.01});
+  const auto begins = comm.all_gather(zero.shard_begin()), sizes = comm.all_gather(zero.shard_size());
+  const std::int64_t shard = sizes[0];
+  INFO("every rank's slice holds shard = ceil(total / ranks) elements, rank r's from r * shard; "
+       << total << " elements on " << ranks << " ranks: slices of " << (total + ranks - 1) / ranks);
+  for (std::int64_t r = 0; r < ranks; ++r) {
+    INFO("rank " << r << " holds " << sizes[static_cast<std::size_t>(r)] << ", rank 0 " << shard);
+    REQUIRE(sizes[static_cast<std::size_t>(r)] == shard);
+  }
+  if (shard * ranks < total)
+    FAIL(mistake("shard-floor", fmt::format("slices of {} on {} ranks cover {} of the {} elements: the last belong "
+                                            "to no rank and are never updated; round total / ranks up",
+                                            shard, ranks, shard * ranks, total)));
+  for (std::int64_t r = 0; r < ranks; ++r)
+    if (begins[static_cast<std::size_t>(r)] != r * shard)
+      FAIL(mistake("shard-overlap", fmt::format("rank {}'s slice starts at {}, not {} * {}: the slices overlap, and "
+                                                "the elements past the last one belong to no rank",
+                                                r, begins[static_cast<std::size_t>(r)], r, shard)));
+  CHECK(shard == (total + ranks - 1) / ranks);
 }
 
 TEST_CASE("ZeroAdam clips by the global norm of the summed gradient", "[ch10][ex10.3]") {

@@ -129,6 +129,32 @@ TEST_CASE("ex7.1: greedy decoding appends the most likely allowed token until EO
   CHECK(stopped == std::vector<std::vector<std::int64_t>>{{o.eos}, {o.eos}});
 }
 
+TEST_CASE("ex7.4: beam search ranks a finished hypothesis by its score over GNMT's length penalty", "[ex7.4]") {
+  for (const double alpha : {0.0, 0.6, 1.0})
+    for (const std::size_t length : {1, 4, 11})
+      for (const double score : {-0.5, -3.25}) {
+        const double lp = std::pow((5.0 + static_cast<double>(length)) / 6.0, alpha);
+        const double got = length_normalised(score, length, alpha);
+        const auto is = [got](double x) { return std::abs(got - x) <= 1e-12 * std::abs(x); };
+        INFO("alpha " << alpha << ", length " << length << ", score " << score << ": got " << got << ", want "
+                      << score / lp);
+        if (lp != 1 && is(score / (lp * lp)))
+          FAIL(mistake("penalty-twice",
+                       "the score was divided by lp twice: long hypotheses are favoured as if "
+                       "alpha were doubled; divide by ((5 + length) / 6)^alpha once"));
+        if (lp != 1 && is(score * lp))
+          FAIL(mistake("penalty-multiplied",
+                       "the score was multiplied by lp: a log-probability is negative, so "
+                       "that makes longer hypotheses worse still; divide by lp"));
+        if (lp != 1 && is(score))
+          FAIL(mistake("penalty-ignored",
+                       "alpha was ignored: the raw score favours short hypotheses; divide by "
+                       "lp = ((5 + length) / 6)^alpha"));
+        INFO("score / ((5 + length) / 6)^alpha (GNMT, Wu et al. 2016); alpha 0 leaves the score as it is");
+        CHECK(got == Catch::Approx(score / lp).epsilon(1e-12));
+      }
+}
+
 TEST_CASE("ex7.3: the Noam schedule: linear warmup, then inverse square root decay", "[ex7.3]") {
   const nn::NoamSchedule s{512, 4000, 2.0};
   INFO("lr = factor * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)");

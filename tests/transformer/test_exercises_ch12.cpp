@@ -162,6 +162,18 @@ TEST_CASE("ex12.5: top-p keeps the fewest likeliest tokens reaching p, the cross
     INFO(diagnosis << " (top_k " << c.o.top_k << ", top_p " << c.o.top_p << ")");
     CHECK(max_diff(got, c.want) < 1e-12);
   }
+  // top_k above the vocabulary keeps every token. The probabilities sit in a vector shrunk from 8 to 3, so that
+  // a top_k taken as it is reads the 5 stale values past its end (1000 each) deterministically, instead of
+  // whatever memory follows.
+  std::vector<double> sorted{0.5, 0.3, 0.2, 1000, 1000, 1000, 1000, 1000};
+  sorted.resize(3);
+  const std::size_t kept = nucleus_size(sorted, 5, 1.0);
+  if (kept > sorted.size())
+    FAIL(mistake("top-k-unclamped", "top_k 5 on 3 tokens kept " + std::to_string(kept) +
+                                        ": a top_k above the vocabulary keeps them all; take at most as many as "
+                                        "there are, or the loop reads past the end"));
+  INFO("top_k 5 on 3 tokens keeps all 3 (top_p 1)");
+  CHECK(kept == 3);
 }
 
 TEST_CASE("ex12.6: the KV cache: new tokens at positions cache.length().., appended to the cache", "[ex12.6]") {

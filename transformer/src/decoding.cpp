@@ -112,13 +112,18 @@ std::vector<std::vector<std::int64_t>> greedy_decode(Transformer& model, const T
   // END EXERCISE
 }
 
+double length_normalised(double score, std::size_t length, double alpha) {
+  // EXERCISE 7.4 (3 points): score / lp with GNMT's lp = ((5 + length) / 6)^alpha, applied once
+  return score / std::pow((5.0 + static_cast<double>(length)) / 6.0, alpha);
+  // END EXERCISE
+}
+
 std::vector<std::vector<std::int64_t>> beam_decode(Transformer& model, const Tensor& src, std::int64_t width,
                                                    double alpha, const DecodeOptions& o) {
   check_src(src);
   if (width < 1) throw ValueError(fmt::format("beam_decode: width must be at least 1, got {}", width));
   NoGradGuard no_grad;
   std::vector<std::vector<std::int64_t>> results;
-  auto penalty = [alpha](std::size_t length) { return std::pow((5.0 + static_cast<double>(length)) / 6.0, alpha); };
   for (std::int64_t s = 0; s < src.size(0); ++s) {
     Stepper stepper(model, narrow(src, 0, s, 1), o.use_cache);
     std::vector<std::vector<std::int64_t>> alive{{o.bos}};
@@ -148,7 +153,7 @@ std::vector<std::vector<std::int64_t>> beam_decode(Transformer& model, const Ten
         std::vector<std::int64_t> tokens = alive[c.parent];
         tokens.push_back(c.token);
         if (c.token == o.eos) {
-          finished.emplace_back(c.score / penalty(tokens.size() - 1),
+          finished.emplace_back(length_normalised(c.score, tokens.size() - 1, alpha),
                                 std::vector<std::int64_t>(tokens.begin() + 1, tokens.end()));
         } else {
           next_alive.push_back(std::move(tokens));
@@ -162,7 +167,7 @@ std::vector<std::vector<std::int64_t>> beam_decode(Transformer& model, const Ten
       scores = std::move(next_scores);
     }
     for (std::size_t a = 0; a < alive.size() && finished.empty(); ++a)  // nothing finished: best unfinished
-      finished.emplace_back(scores[a] / penalty(alive[a].size() - 1),
+      finished.emplace_back(length_normalised(scores[a], alive[a].size() - 1, alpha),
                             std::vector<std::int64_t>(alive[a].begin() + 1, alive[a].end()));
     results.push_back(std::max_element(finished.begin(), finished.end(), [](const auto& x, const auto& y) {
                         return x.first < y.first;

@@ -29,23 +29,26 @@ std::vector<double> sampling_distribution(const std::vector<double>& logits, con
   std::vector<std::size_t> order(V);  // most likely first; ties by id, so the cut is deterministic
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return p[a] > p[b]; });
-  std::size_t keep = o.top_k > 0 ? std::min<std::size_t>(V, static_cast<std::size_t>(o.top_k)) : V;
-  const double total = std::accumulate(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(keep), 0.0,
-                                       [&](double s, std::size_t v) { return s + p[v]; });
-  // EXERCISE 12.5 (4 points): keep the fewest leading tokens of `order` whose mass reaches top_p * total.
-  double mass = 0;
-  for (std::size_t i = 0; i < keep; ++i) {
-    mass += p[order[i]];
-    if (mass >= o.top_p * total) {  // the token that crosses p is kept: the nucleus is never empty
-      keep = i + 1;
-      break;
-    }
-  }
-  // END EXERCISE
+  std::vector<double> sorted(V);
+  for (std::size_t i = 0; i < V; ++i) sorted[i] = p[order[i]];
+  const std::size_t keep = nucleus_size(sorted, o.top_k, o.top_p);
   double kept = 0;
   for (std::size_t i = 0; i < keep; ++i) kept += p[order[i]];
   for (std::size_t i = 0; i < V; ++i) p[order[i]] = i < keep ? p[order[i]] / kept : 0.0;
   return p;
+}
+
+std::size_t nucleus_size(const std::vector<double>& sorted, std::int64_t top_k, double top_p) {
+  // EXERCISE 12.5 (4 points): the first top_k (0 or too many: all), then the fewest whose mass reaches top_p of it
+  std::size_t keep = top_k > 0 ? std::min(sorted.size(), static_cast<std::size_t>(top_k)) : sorted.size();
+  const double total = std::accumulate(sorted.begin(), sorted.begin() + static_cast<std::ptrdiff_t>(keep), 0.0);
+  double mass = 0;
+  for (std::size_t i = 0; i < keep; ++i) {
+    mass += sorted[i];
+    if (mass >= top_p * total) return i + 1;  // the token that crosses p is kept: the nucleus is never empty
+  }
+  return keep;
+  // END EXERCISE
 }
 
 std::int64_t next_token(const Tensor& logits, const SamplingOptions& o, Generator& gen) {

@@ -24,10 +24,15 @@ std::int64_t best_token(const float* row, std::int64_t V, const DecodeOptions& o
 std::vector<std::vector<std::int64_t>> greedy_decode(Transformer& model, const Tensor& src,
                                                      const DecodeOptions& o = {});
 
+// What beam search ranks a finished hypothesis by: its summed log-probability `score` over GNMT's length
+// penalty lp = ((5 + length) / 6)^alpha (Wu et al. 2016, section 7), `length` counting its tokens after BOS,
+// EOS included. A sum of log-probabilities only falls as a hypothesis grows, so without it beam search
+// prefers short outputs; alpha = 0 gives lp = 1, the raw score.
+double length_normalised(double score, std::size_t length, double alpha);
+
 // Beam search, one source sentence at a time: keep the `width` best prefixes by summed log-probability;
 // a prefix that emits EOS is finished; stop when `width` prefixes have finished or max_len is reached.
-// The winner maximises score / lp(length) with GNMT's lp = ((5 + length) / 6)^alpha (Wu et al. 2016);
-// alpha = 0 compares raw scores. Width 1 equals greedy decoding.
+// The winner maximises length_normalised(score, length, alpha). Width 1 equals greedy decoding.
 std::vector<std::vector<std::int64_t>> beam_decode(Transformer& model, const Tensor& src, std::int64_t width,
                                                    double alpha = 0.6, const DecodeOptions& o = {});
 

@@ -19,6 +19,11 @@ struct SamplingOptions {
 // top-p, renormalised (float64, [V]). Greedy (temperature 0) is all mass on the first largest logit.
 std::vector<double> sampling_distribution(const std::vector<double>& logits, const SamplingOptions& o);
 
+// How many of the likeliest tokens survive: `sorted` holds the (unnormalised) probabilities most likely first;
+// top-k keeps the first top_k of them (all when top_k is 0 or at least their number), then top-p keeps the
+// fewest leading ones whose mass reaches top_p times what top-k kept (the one that crosses it included).
+std::size_t nucleus_size(const std::vector<double>& sorted, std::int64_t top_k, double top_p);
+
 // One token from logits [V] (any device and float dtype). Reproducible: one uniform draw from `gen`, inverted
 // through the cumulative distribution, so the same seed and offset give the same token.
 std::int64_t next_token(const Tensor& logits, const SamplingOptions& o, Generator& gen);
