@@ -78,7 +78,8 @@ while IFS='|' read -r _ number _ file functions _; do
   [ -f "$fresh/$file" ] && grep -q "// EXERCISE $number (" "$fresh/$file" ||
     { echo "FAILED: WORKSPACE.md: exercise $number's marker is not in $file"; exit 1; }
   for f in $(echo "$functions" | grep -o '`[^`]*`' | tr -d '`'); do
-    grep -rqE "^[^ /].*\b${f//\(\)/\\(\\)} *\(" "$fresh/autograd" "$fresh/nn" "$fresh/transformer" "$fresh/distributed" ||
+    # a definition at the left margin: after its return type, or first on the line (a constructor)
+    grep -rqE "^([^ /].*\b)?${f//\(\)/\\(\\)} *\(" "$fresh/autograd" "$fresh/nn" "$fresh/transformer" "$fresh/distributed" ||
       { echo "FAILED: WORKSPACE.md: exercise $number names $f, defined nowhere in the library"; exit 1; }
   done
   rows=$((rows + 1))
