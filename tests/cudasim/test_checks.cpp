@@ -113,6 +113,15 @@ __global__ void split_shuffle(const float* in, float* out, bool fixed) {
   out[lane] = v;
 }
 
+// 7b. Lanes 0-15 shuffle among themselves (mask 0x0000ffff) but read lane + `offset`: 16 reaches outside.
+constexpr unsigned kOutsideMaskLine = __LINE__ + 4;
+__global__ void shuffle_outside_mask(const float* in, float* out, int offset) {
+  const unsigned lane = threadIdx.x;
+  float v = in[lane];
+  if (lane < 16) v = __shfl_sync(0x0000ffffu, v, static_cast<int>(lane) + offset);
+  out[lane] = v;
+}
+
 // 8. Thread 0 publishes a value that thread 1 reads, in global memory, with or without a barrier between.
 __global__ void publish(float* slot, float* out, bool with_barrier) {
   if (threadIdx.x == 0) slot[0] = 42.f;
@@ -260,6 +269,24 @@ TEST_CASE("memcheck: writes past the end and before the start of dynamic shared 
   CHECK(out.host() == std::vector<float>(8, 1.f));
 }
 
+TEST_CASE("memcheck: dynamic shared memory is bounded far from it too: 1 MiB past its end and before its start",
+          "[cudasim][check][ch09]") {
+  DeviceArray<float> out(8);
+  for (const int shift : {1 << 18, -(1 << 18)}) {  // in floats
+    const auto bad = under_every_schedule([&] {
+      CHECK_THROWS_AS(launch(shift_into_tile, dim3(1), dim3(8), 8 * sizeof(float), out.data, shift),
+                      cudasim::check::CheckError);
+    });
+    for (const auto& reports : bad) {
+      INFO("shift " << shift << ": " << all_messages(reports));
+      REQUIRE(reports.size() == 1);  // every thread's write, one report with repeats
+      CHECK(reports[0].kind == "out of bounds");
+      CHECK(contains(reports[0].location, shift > 0 ? "bytes past the end of dynamic shared memory (32 bytes)"
+                                                    : "bytes before dynamic shared memory (32 bytes)"));
+    }
+  }
+}
+
 TEST_CASE("memcheck: writes past the end and before the start of a static __shared__ array", "[cudasim][check][ch09]") {
   DeviceArray<float> out(16);
   expect_overflows_reported([&](int shift) { launch(shift_into_static_tile, dim3(1), dim3(16), 0, out.data, shift); },
@@ -381,6 +408,24 @@ TEST_CASE("synccheck: one warp's shuffle at two call sites", "[cudasim][check][c
   }
   const auto fixed =
       under_every_schedule([&] { launch(split_shuffle, dim3(1), dim3(32), 0, in.data, out.data, true); });
+  for (const auto& reports : fixed) CHECK(all_messages(reports).empty());
+}
+
+TEST_CASE("synccheck: a shuffle that reads a lane outside its mask", "[cudasim][check][ch09]") {
+  DeviceArray<float> in(iota(32)), out(32);
+  const auto bad =
+      under_every_schedule([&] { launch(shuffle_outside_mask, dim3(1), dim3(32), 0, in.data, out.data, 16); });
+  for (const auto& reports : bad) {
+    INFO(all_messages(reports));
+    REQUIRE(reports.size() == 1);  // every lane of the 16 reads outside: one report with repeats
+    CHECK(reports[0].checker == "synccheck");
+    CHECK(reports[0].kind == "shuffle from a lane outside the mask");
+    CHECK(reports[0].location == "test_checks.cpp:" + std::to_string(kOutsideMaskLine));
+    CHECK(contains(reports[0].message, "lane 0 reads lane 16"));
+    CHECK(contains(reports[0].message, "whose mask 0x0000ffff leaves lane 16 out"));
+  }
+  const auto fixed =  // each lane reads its own value: inside the mask
+      under_every_schedule([&] { launch(shuffle_outside_mask, dim3(1), dim3(32), 0, in.data, out.data, 0); });
   for (const auto& reports : fixed) CHECK(all_messages(reports).empty());
 }
 

@@ -16,8 +16,8 @@ void check_block_end(Launch& l);
 void check_launch_end(Launch& l);  // throws CheckError for the launch's reports (unless recording)
 // Every live thread of the block waits at a barrier (`arriving` just came, or null when the last one exited).
 void check_barrier(const Launch& l, const Block& b, const Thread* arriving);
-// Every lane of `arrived` is at the warp's collective.
-void check_warp(const Launch& l, const Block& b, int warp, unsigned arrived);
+// Every lane of `op.arrived` is at the warp's collective `op`.
+void check_warp(const Launch& l, const Block& b, int warp, const WarpOp& op);
 
 // The profiler's side (profile.cpp), called by the checker's.
 void profile_launch_begin(const Launch& l);

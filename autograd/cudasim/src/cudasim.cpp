@@ -167,15 +167,17 @@ std::string detail::where(const Launch& l) {
 namespace {
 
 // A thread that returned: it counts as arrived at a barrier the others wait at; a warp collective waiting
-// for it can never complete.
-void thread_exited(Launch& l, Block& b, int id) {
+// for it can never complete, which ends the launch with the collective's CheckError (false then).
+bool thread_exited(Launch& l, Block& b, int id) {
   b.threads[static_cast<std::size_t>(id)].state = State::done;
   ++b.exited;
   const WarpOp& op = b.warps[static_cast<std::size_t>(id / 32)];
-  if (op.active && (op.mask >> (id % 32) & 1u) && !(op.arrived >> (id % 32) & 1u))
-    fail(fmt::format("warp collective: lane {} of warp {} in {} is in the mask but has exited", id % 32, id / 32,
-                     where(l)));
+  if (op.active && (op.mask >> (id % 32) & 1u) && !(op.arrived >> (id % 32) & 1u)) {
+    if (!l.error) l.error = lane_exited(l, id / 32, op);
+    return false;
+  }
   if (b.at_barrier > 0 && b.at_barrier == live(b)) release_barrier(l, b, nullptr);
+  return true;
 }
 
 // A fiber runs CUDA threads one after another as plain calls, starting with `first`: while the next ready
@@ -206,7 +208,10 @@ struct Runner {
       break;
     }
     self.stack = nullptr;
-    thread_exited(l, b, id);
+    if (!thread_exited(l, b, id)) {
+      failed = true;
+      break;
+    }
     if (b.ready.empty() || b.threads[static_cast<std::size_t>(b.ready.front())].state != State::not_started) break;
     id = b.ready.front();
     b.ready.pop_front();

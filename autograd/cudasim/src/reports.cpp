@@ -3,6 +3,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <stdexcept>
 
 #include "checker.h"
@@ -15,14 +16,17 @@ namespace detail {
 
 unsigned enabled_checks = 0;
 
-namespace {
 std::string kernel_name(const Launch& l) {
   if (l.kernel == nullptr) return "(a lambda)";
   const SymbolName s = symbol_at(l.kernel);
   return s.found ? s.name : fmt::format("{}", l.kernel);
 }
 
-}  // namespace
+std::string source_site(const Site& s) {
+  const char* file = s.file ? s.file : "?";
+  const char* slash = std::strrchr(file, '/');
+  return fmt::format("{}:{}", slash ? slash + 1 : file, s.line);
+}
 
 check::OnReport on_report = [] {
   const char* env = std::getenv("STEPFORMER_CUDASIM_CHECK_ABORT");

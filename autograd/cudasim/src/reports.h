@@ -25,6 +25,8 @@ struct Trap : std::exception {
   const char* what() const noexcept override { return "cuda-sim checker: the kernel trapped"; }
 };
 
+std::string kernel_name(const Launch& l);  // as the symbol table has it; "(a lambda)" for a lambda
+std::string source_site(const Site& s);    // "gemm.cu:94": the file's name without its folders
 uint3 coords(std::uint32_t linear, const dim3& extent);
 std::string text(const uint3& u);  // "(x, y, z)"
 // Prints and keeps `r`, once per (checker, kind, code, line) in a launch; later ones count as repeats.

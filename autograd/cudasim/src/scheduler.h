@@ -25,9 +25,12 @@ struct Thread {
 };
 
 // One warp collective in progress: the lanes that arrived, their values, and when all have, the results.
+enum class Collective { shuffle, ballot, syncwarp, mma };
+
 struct WarpOp {
   bool active = false;
-  int kind = 0;  // 0 shuffle, 1 ballot, 2 syncwarp
+  Collective kind = Collective::shuffle;
+  Site site;  // where the lane that opened it called it
   Shuffle mode = Shuffle::idx;
   unsigned mask = 0, arrived = 0;
   int width = 32;
@@ -35,12 +38,15 @@ struct WarpOp {
   int sources[32] = {};
 };
 
-// A launch's dynamic shared memory, placed so that it ends (to within 16 bytes, its alignment) at an inaccessible
-// guard page: a kernel writing past the end stops with SIGSEGV in the plain build, and in the checking build
-// memcheck reports the access before it happens; neither lets it corrupt the host's heap, which a std::vector
-// there did. One mapping per OS thread, grown as launches ask for more, reused by the next launch.
+// A launch's dynamic shared memory, between two inaccessible guards of kGuard bytes (address space only), and
+// ending (to within 16 bytes, its alignment) at the second: a kernel reaching up to kGuard past either end stops
+// with SIGSEGV in the plain build (before its start, the pages the data does not fill come first: those
+// accesses land there, in this mapping), and in the checking build memcheck reports the access before it
+// happens. Neither lets it corrupt the host's memory, which a std::vector there did (an index off by a row
+// lands kilobytes away). One mapping per OS thread, grown as launches ask for more, reused by the next launch.
 class DynamicShared {
  public:
+  static constexpr std::size_t kGuard = std::size_t{1} << 30;  // 1 GiB: far past any shared memory index
   DynamicShared() = default;
   DynamicShared(const DynamicShared&) = delete;
   DynamicShared& operator=(const DynamicShared&) = delete;
@@ -48,7 +54,7 @@ class DynamicShared {
   void assign(std::size_t bytes, unsigned char value);  // `bytes` of `value`, ending at the guard
   unsigned char* data() const { return data_; }
   std::size_t size() const { return bytes_; }
-  // True for an address in the mapping (its guard page included) but outside [data(), data() + size()).
+  // True for an address in the mapping (its guards included) but outside [data(), data() + size()).
   bool beside(std::uintptr_t a) const {
     return a - reinterpret_cast<std::uintptr_t>(base_) < mapped_ &&
            a - reinterpret_cast<std::uintptr_t>(data_) >= bytes_;
@@ -56,7 +62,7 @@ class DynamicShared {
 
  private:
   unsigned char* base_ = nullptr;
-  std::size_t mapped_ = 0;  // the guard page included
+  std::size_t mapped_ = 0;  // the guards included
   unsigned char* data_ = nullptr;
   std::size_t bytes_ = 0;
 };
@@ -91,6 +97,8 @@ extern thread_local Launch* active;
 void enter(Block& b, int id);
 
 [[noreturn]] void fail(const std::string& message);
+// The CheckError (warp.cpp) for a lane of `op`'s mask that exited without calling it: the launch's error.
+std::exception_ptr lane_exited(const Launch& l, int warp, const WarpOp& op);
 
 // The scheduler's moves (cudasim.cpp), for the warp collectives (warp.cpp).
 Launch& launch_state(const char* what);            // the running launch; fails outside a kernel, naming `what`

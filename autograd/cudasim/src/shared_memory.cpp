@@ -1,5 +1,6 @@
-// A launch's dynamic shared memory (scheduler.h, DynamicShared): a mapping per OS thread whose data ends at an
-// inaccessible guard page, so that an overflow stops there instead of landing in the host's heap.
+// A launch's dynamic shared memory (scheduler.h, DynamicShared): a mapping per OS thread whose data lies between
+// two inaccessible guards of kGuard bytes, so that an overflow either way stops there instead of landing in the
+// host's heap.
 #include <fmt/format.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -17,16 +18,18 @@ DynamicShared::~DynamicShared() {
 void DynamicShared::assign(std::size_t bytes, unsigned char value) {
   const auto page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
   const std::size_t aligned = (bytes + 15) / 16 * 16;  // data() stays 16-byte aligned, as CUDA's is
-  const std::size_t need = (aligned + page - 1) / page * page + page;
-  if (need > mapped_) {
+  const std::size_t pages = (aligned + page - 1) / page * page;
+  if (pages + 2 * kGuard > mapped_) {
     if (base_) munmap(base_, mapped_);
-    void* p = mmap(nullptr, need, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) fail(fmt::format("cannot map {} bytes of dynamic shared memory", bytes));
+    // Address space only: the guards are never backed by memory (MAP_NORESERVE, PROT_NONE).
+    const std::size_t need = pages + 2 * kGuard;
+    void* p = mmap(nullptr, need, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) fail(fmt::format("cannot reserve {} bytes for dynamic shared memory", need));
     base_ = static_cast<unsigned char*>(p), mapped_ = need;
-    if (mprotect(base_ + mapped_ - page, page, PROT_NONE) != 0)
-      fail("cannot protect the dynamic shared memory's guard");
+    if (mprotect(base_ + kGuard, pages, PROT_READ | PROT_WRITE) != 0)
+      fail(fmt::format("cannot map {} bytes of dynamic shared memory", bytes));
   }
-  data_ = base_ + mapped_ - page - aligned, bytes_ = bytes;
+  data_ = base_ + mapped_ - kGuard - aligned, bytes_ = bytes;
   std::fill(data_, data_ + aligned, value);
 }
 

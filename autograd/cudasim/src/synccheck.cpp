@@ -15,13 +15,6 @@ bool same_site(const Site& a, const Site& b) {
   return a.line == b.line && (a.file == b.file || (a.file && b.file && std::strcmp(a.file, b.file) == 0));
 }
 
-// "gemm.cu:94": the file's name without its folders.
-std::string source_site(const Site& s) {
-  const char* file = s.file ? s.file : "?";
-  const char* slash = std::strrchr(file, '/');
-  return fmt::format("{}:{}", slash ? slash + 1 : file, s.line);
-}
-
 std::string sites_text(const Block& b, int first, int second) {
   const Thread& t = b.threads[static_cast<std::size_t>(first)];
   const Thread& u = b.threads[static_cast<std::size_t>(second)];
@@ -60,9 +53,25 @@ void check_barrier(const Launch& l, const Block& b, const Thread* arriving) {
   }
 }
 
-void check_warp(const Launch& l, const Block& b, int warp, unsigned arrived) {
+void check_warp(const Launch& l, const Block& b, int warp, const WarpOp& op) {
   if (profiling_on) profile_warp_collective();
   if (!(enabled_checks & check::sync)) return;
+  const unsigned arrived = op.arrived;
+  // A shuffle reading a lane that is not at the collective: undefined on a GPU.
+  for (int k = 0; k < 32 && op.kind == Collective::shuffle; ++k) {
+    const int s = op.sources[k];
+    if (!(arrived >> k & 1u) || (s >= 0 && s < 32 && (arrived >> s & 1u))) continue;
+    check::Report rep;
+    rep.checker = "synccheck", rep.kind = "shuffle from a lane outside the mask";
+    rep.block = l.block_idx, rep.thread = b.threads[static_cast<std::size_t>(warp * 32 + k)].idx;
+    rep.location = source_site(op.site);
+    rep.message = fmt::format(
+        "block {}, warp {}: lane {} reads lane {} in the __shfl_sync of {}, whose mask {:#010x} leaves lane {} out "
+        "(its value is undefined on a GPU; cuda-sim returns all-ones bits, a NaN)",
+        text(l.block_idx), warp, k, s, rep.location, op.mask, s);
+    report(l, std::move(rep), op.site.file, op.site.line);
+    break;
+  }
   int first = -1;
   for (int k = 0; k < 32; ++k) {
     if (!(arrived >> k & 1u)) continue;
