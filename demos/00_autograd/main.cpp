@@ -178,6 +178,7 @@ void train_mlp(const Args& args) {
 int main(int argc, char** argv) {
   Args args;
   CLI::App app{"00_autograd: reverse-mode autograd on micrograd's example, then a tiny MLP on two moons"};
+  app.option_defaults()->always_capture_default();  // --help shows every default
   app.add_option("--steps", args.steps, "SGD steps for the MLP")->capture_default_str()->check(CLI::PositiveNumber);
   app.add_option("--lr", args.lr, "learning rate")->capture_default_str();
   stepformer::demo::add_common_options(app, args.common);

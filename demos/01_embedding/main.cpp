@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
   sf::demo::CommonOptions common;
   std::int64_t d_model = 64, max_len = 64;
   CLI::App app{"01_embedding: token embedding x sqrt(d_model) + sinusoidal positional encoding"};
+  app.option_defaults()->always_capture_default();  // --help shows every default
   app.add_option("--d-model", d_model, "embedding size")->capture_default_str()->check(CLI::Range(2, 1024));
   app.add_option("--max-len", max_len, "positions in the PE heatmap")
       ->capture_default_str()

@@ -119,6 +119,7 @@ int main(int argc, char** argv) {
   sf::demo::CommonOptions common;
   std::int64_t d_model = 32, heads = 4;
   CLI::App app{"02_attention: scaled dot-product and multi-head attention, pad and subsequent masks"};
+  app.option_defaults()->always_capture_default();  // --help shows every default
   app.add_option("--d-model", d_model, "model size")->capture_default_str()->check(CLI::Range(2, 1024));
   app.add_option("--heads", heads, "attention heads (must divide d-model)")
       ->capture_default_str()

@@ -66,6 +66,7 @@ int main(int argc, char** argv) {
   sf::demo::CommonOptions common;
   std::int64_t d_model = 64;
   CLI::App app{"03_add_norm: the residual connection and LayerNorm, post-norm and pre-norm"};
+  app.option_defaults()->always_capture_default();  // --help shows every default
   app.add_option("--d-model", d_model, "model size")->capture_default_str()->check(CLI::Range(2, 1024));
   sf::demo::add_common_options(app, common);
   CLI11_PARSE(app, argc, argv);

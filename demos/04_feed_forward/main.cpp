@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
   sf::demo::CommonOptions common;
   std::int64_t d_model = 512, d_ff = 2048;
   CLI::App app{"04_feed_forward: FFN(x) = max(0, x W1 + b1) W2 + b2, at every position separately"};
+  app.option_defaults()->always_capture_default();  // --help shows every default
   app.add_option("--d-model", d_model, "model size")->capture_default_str()->check(CLI::Range(2, 4096));
   app.add_option("--d-ff", d_ff, "inner size")->capture_default_str()->check(CLI::Range(2, 16384));
   sf::demo::add_common_options(app, common);

@@ -13,6 +13,7 @@ int main(int argc, char** argv) {
   sf::demo::CommonOptions common;
   Config cfg = sf::demo::small_stack_config();
   CLI::App app{"05_encoder: EncoderLayer (self-attention + FFN, each with add & norm) and the Encoder stack"};
+  app.option_defaults()->always_capture_default();  // --help shows every default
   sf::demo::add_stack_options(app, cfg);
   sf::demo::add_common_options(app, common);
   CLI11_PARSE(app, argc, argv);

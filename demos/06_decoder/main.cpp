@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
   sf::demo::CommonOptions common;
   Config cfg = sf::demo::small_stack_config();
   CLI::App app{"06_decoder: masked self-attention, cross-attention, FFN; why the decoder is causal"};
+  app.option_defaults()->always_capture_default();  // --help shows every default
   sf::demo::add_stack_options(app, cfg);
   sf::demo::add_common_options(app, common);
   CLI11_PARSE(app, argc, argv);

@@ -151,7 +151,8 @@ int run_translate(Options o) {
 int main(int argc, char** argv) {
   Options o;
   CLI::App app{"07_transformer: the whole Transformer, trained on toy pairs, Chinese numerals and German phrases"};
-  sf::demo::add_common_options(app, o.common);
+  app.option_defaults()->always_capture_default();  // --help shows every default
+  sf::demo::add_common_options(app, o.common, false);  // its own --threads
   app.add_option("--steps", o.steps, "training steps (default: 150 toy, 5000 numerals, freedict: its recipe)");
   app.add_option("--batch", o.batch, "pairs per batch (numerals)")->capture_default_str();
   app.add_option("--floor", o.floor, "numerals: exit 1 when the exact match ends below this percentage (for tests)");

@@ -113,6 +113,7 @@ int main(int argc, char** argv) {
   sf::demo::CommonOptions common;
   std::int64_t steps = 300, hidden = 32, warmup = 50;
   CLI::App app{"08_training: optimizers, warmup schedules and an exact checkpoint resume, on a small regression"};
+  app.option_defaults()->always_capture_default();  // --help shows every default
   app.add_option("--steps", steps, "training steps per run")->capture_default_str()->check(CLI::Range(2, 100000));
   app.add_option("--hidden", hidden, "hidden units")->capture_default_str()->check(CLI::Range(1, 4096));
   app.add_option("--warmup", warmup, "warmup steps of the two schedules")

@@ -32,10 +32,11 @@ int main(int argc, char** argv) {
   int n = 37, threads = 8, blocks = 3;
   CLI::App app{
       "09_cuda: a CUDA kernel run on cuda-sim, which thread computed which element, and the same op on the CPU"};
+  app.option_defaults()->always_capture_default();  // --help shows every default
   app.add_option("--n", n, "elements")->capture_default_str()->check(CLI::Range(1, 100000));
   app.add_option("--threads", threads, "threads per block")->capture_default_str()->check(CLI::Range(1, 1024));
   app.add_option("--blocks", blocks, "blocks in the grid")->capture_default_str()->check(CLI::Range(1, 1024));
-  sf::demo::add_common_options(app, common);
+  sf::demo::add_common_options(app, common, false);  // --threads: per block here
   CLI11_PARSE(app, argc, argv);
 
   sf::Generator gen(common.seed);

@@ -185,6 +185,7 @@ int training(const sf::demo::CommonOptions& common) {
 int main(int argc, char** argv) {
   sf::demo::CommonOptions common;
   CLI::App app{"11_mixed_precision: bfloat16 formats, rounding, accumulation, and training in mixed precision"};
+  app.option_defaults()->always_capture_default();  // --help shows every default
   sf::demo::add_common_options(app, common);
   CLI11_PARSE(app, argc, argv);
   try {

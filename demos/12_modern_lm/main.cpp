@@ -55,6 +55,7 @@ void rope_picture(const std::filesystem::path& out) {
 int main(int argc, char** argv) {
   Options o;
   CLI::App app{"12_modern_lm: a decoder-only language model on the King James Bible, from the 2017 block to Llama's"};
+  app.option_defaults()->always_capture_default();  // --help shows every default
   sf::demo::add_common_options(app, o.common);
   app.add_option("--block", o.block, "which block to train: 2017, llama, or 2017+CHANGE")
       ->check(CLI::IsMember(lm_config_names()));

@@ -1,6 +1,7 @@
 #include "demo.h"
 
 #include <fmt/format.h>
+#include <omp.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -230,9 +231,14 @@ void progress(std::int64_t step, std::int64_t total, double loss, double tokens_
   std::fflush(stdout);
 }
 
-void add_common_options(CLI::App& app, CommonOptions& o) {
+void add_common_options(CLI::App& app, CommonOptions& o, bool cpu_threads) {
   app.add_option("--out", o.out, "folder for the pictures")->capture_default_str();
   app.add_option("--seed", o.seed, "seed for the weights")->capture_default_str();
+  if (cpu_threads)
+    app.add_option_function<int>(
+           "--threads", [](int n) { omp_set_num_threads(n); }, "CPU threads (OpenMP)")
+        ->default_str("all cores")
+        ->check(CLI::Range(1, 1024));
   app.add_flag_function(
       "--detect-anomaly", [](std::int64_t) { set_detect_anomaly(true); },
       "check every op's output and gradient for NaN/inf and stop at the first (slow; autograd/anomaly.h)");

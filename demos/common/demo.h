@@ -61,7 +61,8 @@ struct CommonOptions {
   std::filesystem::path out = "stepformer-out";
   std::uint64_t seed = 1;
 };
-void add_common_options(CLI::App& app, CommonOptions& o);
+// --out, --seed, --detect-anomaly, --device, and --threads (OpenMP's CPU threads) unless the demo has its own.
+void add_common_options(CLI::App& app, CommonOptions& o, bool cpu_threads = true);
 
 // A small stack for the encoder and decoder demos (N 2, D 32, 4 heads, F = 2 D, toy vocabularies), with
 // --layers, --d-model and --heads; call finish_stack_config after parsing.
