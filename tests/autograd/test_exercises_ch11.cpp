@@ -11,7 +11,8 @@ using namespace stepformer;
 using stepformer::test::mistake;
 
 namespace {
-std::string hex(std::uint32_t u) { return fmt::format("0x{:08X}", u); }
+std::string hex(std::uint32_t u) { return fmt::format("0x{:08X}", u); }    // a float32's bits
+std::string hex16(std::uint16_t b) { return fmt::format("0x{:04X}", b); }  // a bfloat16's
 }  // namespace
 
 TEST_CASE("ex11.1: float32 -> bfloat16 rounds to nearest, ties to even, on both signs, and keeps NaN a quiet NaN",
@@ -51,9 +52,9 @@ TEST_CASE("ex11.1: float32 -> bfloat16 rounds to nearest, ties to even, on both 
       const std::uint16_t up = bf16_bits_from_float(float_from_bits(positive));
       const std::uint16_t got = bf16_bits_from_float(float_from_bits(negative)), want = up | 0x8000u;
       if (got != want)
-        FAIL(mistake("sign", "the negative " + hex(negative) + " became " + hex(got) + ", its positive twin " +
-                                 hex(positive) + " " + hex(up) + ": round the magnitude, then put the sign back (" +
-                                 hex(want) + "); rounding must not lean towards zero or away from it below zero"));
+        FAIL(mistake("sign", "the negative " + hex(negative) + " became " + hex16(got) + ", its positive twin " +
+                                 hex(positive) + " became " + hex16(up) + ": round the magnitude, then put the " +
+                                 "sign back (" + hex16(want) + "); rounding must not lean towards zero or away"));
     }
   // A NaN keeps its sign and its top mantissa bits and becomes quiet (0x0040 set), as the AVX512_BF16
   // instruction vcvtneps2bf16 does, so that the kernels and this function agree bit for bit. Payloads in the
@@ -65,7 +66,7 @@ TEST_CASE("ex11.1: float32 -> bfloat16 rounds to nearest, ties to even, on both 
       FAIL(mistake("nan-lost", "the NaN " + hex(u) + " became infinity: its payload was all in the dropped bits; " +
                                    "a NaN must stay a NaN (set a mantissa bit)"));
     if (got != want)
-      FAIL(mistake("nan-bits", "the NaN " + hex(u) + " became " + hex(got) + ", not " + hex(want) +
+      FAIL(mistake("nan-bits", "the NaN " + hex(u) + " became " + hex16(got) + ", not " + hex16(want) +
                                    ": a NaN keeps its sign and top bits and sets the quiet bit 0x0040, "
                                    "as vcvtneps2bf16 does (a canonical 0x7FC0 loses the sign and payload)"));
   }
