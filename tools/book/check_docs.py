@@ -15,6 +15,8 @@
 - chapters   every chapter opens with what the reader will be able to do after it
 - numbers    a section that quotes a benchmark's time or rate names the machine it ran on and the
              command that measured it
+- worklog    the prose speaks of the project, not of how it was made: no sessions, issues or lent machines, and
+             "this machine" only in a paragraph that names the machine
 
 Prints one line per problem and exits 1 if there is any.
 """
@@ -36,6 +38,9 @@ TOP = ("autograd/", "nn/", "transformer/", "distributed/", "files/", "demos/", "
 ELSEWHERE = {"zero.cuh": "llm.c's ZeRO code, cited in docs/10", "transformer-pytorch.md": "a seed walkthrough (shared/seeds)",
              "cuda_runtime.h": "CUDA's runtime header, from the toolkit"}
 MACHINE = re.compile(r"Zen ?\d|EPYC|Xeon|Sapphire|H100|H200|GPU|cores?\b|this machine|the same machine", re.I)
+WORKLOG = re.compile(r"\bsessions?\b|\bthe issue'?s?\b|\bthis issue\b|\blent (?:gpu|machine)|\bthe lent\b|\blent for\b",
+                     re.I)
+NAMED_MACHINE = re.compile(r"Zen ?\d|EPYC|Xeon|Sapphire|Core i\d|H100|H200|A100")
 MEASURE = re.compile(r"\d[\d,.]*\s?(ms|GFLOP/s|tokens/s|tok/s|µs)\b")
 
 
@@ -172,6 +177,25 @@ class Checker:
             if not commands:
                 self.report(doc, 0, f"section '{title}' quotes measurements without the command that made them")
 
+    def worklog(self, doc, text):
+        """Docs say what the project does and where a number was measured, never how the work went."""
+        prose = prose_and_code(text)[0]
+        lines = [re.sub(r"(`+).+?\1", "", line) for line in prose.split("\n")]  # a quoted message is not prose
+        for n, line in enumerate(lines, 1):
+            for m in WORKLOG.finditer(line):
+                self.report(doc, n, f"work-log wording '{m.group(0)}': say what the project does, and name the machine "
+                                    "and command of a measurement")
+        paragraph_start = 0
+        for n, line in enumerate(lines + [""], 1):
+            if line.strip():
+                continue
+            paragraph = "\n".join(lines[paragraph_start:n - 1])
+            if re.search(r"\bthis machine\b", paragraph, re.I) and not NAMED_MACHINE.search(paragraph):
+                first = paragraph_start + 1 + next(i for i, l in enumerate(lines[paragraph_start:n - 1])
+                                                   if re.search(r"\bthis machine\b", l, re.I))
+                self.report(doc, first, "'this machine' in a paragraph that names no machine: say which")
+            paragraph_start = n
+
     def exercises(self, doc, text):
         markers = {}
         for p in (ROOT / d for d in ("autograd", "nn", "transformer", "distributed")):
@@ -219,6 +243,7 @@ class Checker:
             self.spans(doc, prose_and_code(text)[1])
             self.shell_blocks(doc, text)
             self.numbers(doc, text)
+            self.worklog(doc, text)
             self.exercises(doc, text)
             if re.match(r"\d\d_", doc.name) and "**After this chapter** you can" not in "\n".join(text.split("\n")[:4]):
                 self.report(doc, 3, "the chapter does not open with **After this chapter** you can ...")
