@@ -304,6 +304,15 @@ class Book:
             pieces[i] = re.sub(r"<code>([^<]+)</code>", link, piece)
         return "".join(pieces)
 
+    def pager(self, names, i):
+        """Previous and next page, in the chapter list's order: the book read front to back."""
+        links = []
+        if i > 0:
+            links.append(f'<a rel="prev" href="{names[i - 1]}">&larr; {html.escape(self.short(names[i - 1]))}</a>')
+        if i + 1 < len(names):
+            links.append(f'<a rel="next" href="{names[i + 1]}">{html.escape(self.short(names[i + 1]))} &rarr;</a>')
+        return f'<div class="pager" role="navigation">{"".join(links)}</div>'
+
     def short(self, page):
         """A page's title up to its colon: "02 — attention"."""
         return self.titles[page].split(":")[0]
@@ -352,12 +361,14 @@ class Book:
                 search.append({"page": name, "id": head.group(1) if head else "",
                                "title": self.titles[name] + (" › " + re.sub(r"<[^>]+>", "", head.group(2)) if head else ""),
                                "text": re.sub(r"\s+", " ", text)})
+        names = [name for _, name in self.pages]
         for md, name in self.pages:
             body, outline = rendered[name]
             files = self.chapter_files.get(name, [])
             if files and name != "index.html":
                 items = "".join(f'<li><a href="{self.source_page(f)}">{html.escape(f)}</a></li>' for f in files)
                 body += f'<section class="sources"><h2 id="annotated-source">Annotated source</h2><ul>{items}</ul></section>'
+            body += self.pager(names, names.index(name))
             toc = "".join(f'<li class="l{lvl}"><a href="#{slug}">{html.escape(t)}</a></li>' for lvl, slug, t in outline if lvl > 1)
             (self.out / name).write_text(self.layout(self.titles[name], body, 0, f'<ul class="toc">{toc}</ul>'))
         for rel in self.sources:

@@ -8,6 +8,8 @@ and report what a reader would trip over:
 - broken link     an internal link to a file that is not there, or to an anchor the page does not have
 - stale source    a definition link whose line, in today's source file, does not define the name it shows
 - search          search.html?q=WORD finds no section, or none on the page expected
+- broken chain    clicking "next" from the front page does not visit every page of the chapter list in its order
+                  (each page's "previous" leading back), or ends early
 
     tools/book/check_book.py BOOK_DIR [--search softmax=02_attention.html]
 
@@ -81,6 +83,31 @@ def defines(source_line, name):
         re.search(r"\b(class|struct)\s+(\[\[\w+\]\]\s*)?" + re.escape(name) + r"\b", source_line) is not None
 
 
+def chain(driver, base, book):
+    """Read the book front to back by its "next" links, as a reader clicks them: every page of the chapter list,
+    in its order, and each page's "previous" link back to the page before."""
+    order = re.findall(r'<li><a href="([^"]+)">', re.search(r"<nav><ol>(.*?)</ol>", (book / "index.html").read_text(),
+                                                              re.S).group(1))
+    problems, here = [], "index.html"
+    driver.get(base + here)
+    for i, expected in enumerate(order[1:], 1):
+        found = driver.find_elements("css selector", 'a[rel="next"]')
+        if not found:
+            return problems + [f"broken chain: {here} has no next link; {expected} and {len(order) - i - 1} more unreached"]
+        found[0].click()
+        WebDriverWait(driver, 20).until(lambda d: d.execute_script("return document.body.dataset.ready === '1'"))
+        now = urllib.parse.unquote(driver.current_url[len(base):]).split("#")[0]
+        if now != expected:
+            return problems + [f"broken chain: next from {here} is {now}, not {expected} (the chapter list's order)"]
+        back = [a.get_attribute("href") for a in driver.find_elements("css selector", 'a[rel="prev"]')]
+        if not back or urllib.parse.unquote(back[0][len(base):]) != here:
+            problems.append(f"broken chain: {now}'s previous link is not {here}")
+        here = now
+    if driver.find_elements("css selector", 'a[rel="next"]'):
+        problems.append(f"broken chain: the last page, {here}, has a next link")
+    return problems
+
+
 def check(book, searches):
     book = book.resolve()
     server = serve(book)
@@ -128,6 +155,7 @@ def check(book, searches):
                 lines = source.read_text(errors="replace").split("\n") if source.is_file() else []
                 if not 0 < line <= len(lines) or not defines(lines[line - 1], name):
                     problems.append(f"stale source: {rel}: {name} -> {target}#{anchor} is not its definition today")
+        problems += chain(driver, base, book)
         for word, expected in searches:
             driver.get(base + "search.html?q=" + urllib.parse.quote(word))
             WebDriverWait(driver, 20).until(lambda d: d.execute_script("return document.body.dataset.ready === '1'"))
