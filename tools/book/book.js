@@ -8,6 +8,17 @@ function typesetMath() {
   }
 }
 
+// The first sentence of `text` that holds a word of the query (any case), cut to about 240 characters around it.
+function matchingSentence(text, query) {
+  const words = query.toLowerCase().split(/\s+/).filter(w => w.length > 0);
+  const sentences = text.split(/(?<=[.!?:;])\s+/);
+  const hit = sentences.find(s => words.some(w => s.toLowerCase().includes(w))) || sentences[0] || "";
+  if (hit.length <= 240) return hit;
+  const found = words.map(w => hit.toLowerCase().indexOf(w)).filter(i => i >= 0);
+  const at = found.length ? Math.max(0, Math.min(...found) - 80) : 0;
+  return (at > 0 ? "\u2026" : "") + hit.slice(at, at + 240) + "\u2026";
+}
+
 function runSearch() {
   const query = new URLSearchParams(location.search).get("q") || "";
   const status = document.getElementById("search-status");
@@ -18,7 +29,8 @@ function runSearch() {
     this.ref("n");
     this.field("title", {boost: 5});
     this.field("text");
-    SEARCH_DATA.forEach((doc, n) => this.add({n: n, title: doc.title, text: doc.text}));
+    this.field("tex");
+    SEARCH_DATA.forEach((doc, n) => this.add({n: n, title: doc.title, text: doc.text, tex: doc.tex}));
   });
   let hits = [];
   try { hits = index.search(query); } catch (e) { hits = index.search(query.replace(/[:~^+*-]/g, " ")); }
@@ -30,6 +42,10 @@ function runSearch() {
     a.href = doc.page + (doc.id ? "#" + doc.id : "");
     a.textContent = doc.title;
     li.appendChild(a);
+    const snippet = document.createElement("p");
+    snippet.className = "snippet";
+    snippet.textContent = matchingSentence(doc.text, query);
+    li.appendChild(snippet);
     list.appendChild(li);
   }
 }

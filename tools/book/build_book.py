@@ -101,15 +101,38 @@ def highlight_blocks(page_html):
     return re.sub(r'<pre><code(?: class="language-([\w+-]+)")?>(.*?)</code></pre>', colour, page_html, flags=re.S)
 
 
+TEX_SYMBOLS = {"sqrt": "√", "infty": "∞", "cdot": "·", "times": "×", "le": "≤", "leq": "≤", "ge": "≥", "geq": "≥",
+               "approx": "≈", "sum": "Σ", "prod": "Π", "partial": "∂", "in": "∈", "to": "→", "odot": "⊙", "top": "ᵀ",
+               "ne": "≠", "neq": "≠", "pm": "±", "ldots": "…", "dots": "…", "alpha": "α", "beta": "β", "gamma": "γ",
+               "delta": "δ", "epsilon": "ε", "theta": "θ", "lambda": "λ", "mu": "μ", "pi": "π", "sigma": "σ",
+               "omega": "ω", "Delta": "Δ", "Sigma": "Σ", "quad": " ", "qquad": " "}
+
+
+def tex_to_text(tex):
+    """A formula as readable plain text, for the places KaTeX does not reach (search data): \\sqrt{d_k} -> √d_k."""
+    text = re.sub(r"\\(?:left|right|big|Big|,|;|!|displaystyle)", "", tex)
+    text = re.sub(r"\\(?:mathrm|text|mathbf|mathit|operatorname|mathcal)\{([^{}]*)\}", r"\1", text)
+    text = re.sub(r"\\frac\{([^{}]*)\}\{([^{}]*)\}", r"(\1)/(\2)", text)
+    text = re.sub(r"\\([A-Za-z]+)", lambda m: TEX_SYMBOLS.get(m.group(1), m.group(1)), text)
+    return re.sub(r"\s+", " ", text.replace("{", "").replace("}", "")).strip()
+
+
+def plain_text(fragment):
+    """An HTML fragment's text, each typeset-to-be formula as tex_to_text's plain text."""
+    fragment = re.sub(r'<span class="math[^"]*">(.*?)</span>', lambda m: tex_to_text(html.unescape(m.group(1))),
+                      fragment, flags=re.S)
+    return html.unescape(re.sub(r"<[^>]+>", "", fragment))
+
+
 def add_heading_ids(page_html):
-    """GitHub's anchors on every heading; returns the page and its (level, id, title) outline."""
+    """GitHub's anchors on every heading; returns the page and its (level, id, title, title as HTML) outline: the
+    HTML keeps a heading's formulas for KaTeX (the contents beside the text typeset them as the heading does)."""
     seen, outline = {}, []
 
     def tag(m):
         level, inner = m.group(1), m.group(2)
-        title = html.unescape(re.sub(r"<[^>]+>", "", inner))
-        slug = github_slug(title, seen)
-        outline.append((int(level), slug, title))
+        slug = github_slug(html.unescape(re.sub(r"<[^>]+>", "", inner)), seen)
+        outline.append((int(level), slug, plain_text(inner), re.sub(r"</?a\b[^>]*>", "", inner)))
         return f'<h{level} id="{slug}"><a class="anchor" href="#{slug}">{inner}</a></h{level}>'
     return re.sub(r"<h([1-6])>(.*?)</h\1>", tag, page_html), outline
 
@@ -283,7 +306,7 @@ class Book:
         pieces = re.split(r"(<h[1-6] id=\"[^\"]+\">.*?</h[1-6]>|<pre.*?</pre>|<a [^>]*>.*?</a>)", page_html, flags=re.S)
         for i, piece in enumerate(pieces):
             if piece.startswith("<h"):
-                level, slug, title = next(heads)
+                level, slug, title, _ = next(heads)
                 current = {"id": slug, "title": title}
                 continue
             if piece.startswith(("<pre", "<a ")):
@@ -357,10 +380,13 @@ class Book:
             rendered[name] = (body, outline)
             for part in re.split(r"(?=<h[1-6] id=)", body):
                 head = re.match(r'<h[1-6] id="([^"]+)">(.*?)</h', part, re.S)
-                text = html.unescape(re.sub(r"<[^>]+>", " ", part))
+                text = plain_text(re.sub(r"(<[^>]+>)", r" \1", part))
                 search.append({"page": name, "id": head.group(1) if head else "",
-                               "title": self.titles[name] + (" › " + re.sub(r"<[^>]+>", "", head.group(2)) if head else ""),
-                               "text": re.sub(r"\s+", " ", text)})
+                               "title": plain_text(self.titles[name] + (" › " + head.group(2) if head else "")),
+                               "text": re.sub(r"\s+", " ", text).strip(),
+                               # the formulas as written, searched but never shown: `sqrt` finds \sqrt{d_k}
+                               "tex": re.sub(r"\W+", " ", " ".join(re.findall(r'<span class="math[^"]*">(.*?)</span>',
+                                                                                 html.unescape(part), re.S)))})
         names = [name for _, name in self.pages]
         for md, name in self.pages:
             body, outline = rendered[name]
@@ -369,7 +395,8 @@ class Book:
                 items = "".join(f'<li><a href="{self.source_page(f)}">{html.escape(f)}</a></li>' for f in files)
                 body += f'<section class="sources"><h2 id="annotated-source">Annotated source</h2><ul>{items}</ul></section>'
             body += self.pager(names, names.index(name))
-            toc = "".join(f'<li class="l{lvl}"><a href="#{slug}">{html.escape(t)}</a></li>' for lvl, slug, t in outline if lvl > 1)
+            toc = "".join(f'<li class="l{lvl}"><a href="#{slug}">{inner}</a></li>' for lvl, slug, t, inner in outline
+                          if lvl > 1)
             (self.out / name).write_text(self.layout(self.titles[name], body, 0, f'<ul class="toc">{toc}</ul>'))
         for rel in self.sources:
             self.write_source(rel)

@@ -7,7 +7,9 @@ and report what a reader would trip over:
 - missing image   an <img> with no decoded pixels
 - broken link     an internal link to a file that is not there, or to an anchor the page does not have
 - stale source    a definition link whose line, in today's source file, does not define the name it shows
-- search          search.html?q=WORD finds no section, or none on the page expected
+- search          search.html?q=WORD finds no section, or none on the page expected, or a result without the
+                  sentence that holds the word
+- raw TeX         the page's contents or a search result show TeX instead of a typeset (or plain) formula
 - broken chain    clicking "next" from the front page does not visit every page of the chapter list in its order
                   (each page's "previous" leading back), or ends early
 
@@ -36,13 +38,21 @@ NEEDS = "Debian's chromium, chromium-driver and python3-selenium (./run test ins
 ROOT = Path(__file__).resolve().parents[2]
 
 PAGE_REPORT = """
-const out = {katexErrors: [], untypeset: 0, rawMath: false, images: [], links: [], defs: []};
+const out = {katexErrors: [], untypeset: 0, rawMath: false, tocTex: "", images: [], links: [], defs: []};
 for (const e of document.querySelectorAll('.katex-error')) out.katexErrors.push(e.getAttribute('title') || e.textContent);
 for (const e of document.querySelectorAll('.math')) if (!e.querySelector('.katex')) out.untypeset++;
 const clone = document.querySelector('main').cloneNode(true);
 for (const e of clone.querySelectorAll('pre, code')) e.remove();
 // $$ or $x$ left as text: a formula the build did not hand to KaTeX
 out.rawMath = /\\$\\$|(^|[^\\\\\\w])\\$[^\\s$][^$]*[^\\s$]\\$/.test(clone.textContent);
+// the contents beside the text: formulas typeset (KaTeX keeps the TeX only inside .katex), never left as TeX
+const toc = document.querySelector('nav .toc');
+if (toc) {
+  const bare = toc.cloneNode(true);
+  for (const e of bare.querySelectorAll('.katex')) e.remove();
+  const tex = bare.textContent.match(/\\\\[A-Za-z]+|\\$/);
+  if (tex) out.tocTex = tex[0];
+}
 for (const img of document.images) if (!img.complete || img.naturalWidth === 0) out.images.push(img.getAttribute('src'));
 for (const a of document.querySelectorAll('a[href]')) out.links.push(a.href);
 for (const a of document.querySelectorAll('a.def')) out.defs.push([a.href, a.dataset.name]);
@@ -132,6 +142,8 @@ def check(book, searches):
                 problems.append(f"bad formula: {rel}: {message}")
             if report["untypeset"]:
                 problems.append(f"bad formula: {rel}: {report['untypeset']} formulas not typeset")
+            if report["tocTex"]:
+                problems.append(f"raw TeX: {rel}: the page's contents show {report['tocTex']} untypeset")
             if report["rawMath"] and not rel.startswith("src/"):  # source comments hold shell's $x, not TeX
                 problems.append(f"bad formula: {rel}: TeX left as text ($$ or $...$): a formula never typeset")
             for src in report["images"]:
@@ -162,6 +174,15 @@ def check(book, searches):
             hits = driver.execute_script("return [...document.querySelectorAll('#search-results a')].map(a => a.getAttribute('href'))")
             if not any(h.split("#")[0] == expected for h in hits):
                 problems.append(f"search: '{word}' found {len(hits)} sections, none on {expected}")
+            shown = driver.execute_script("return [...document.querySelectorAll('#search-results li')].map(li => "
+                                          "[li.querySelector('a').textContent, (li.querySelector('.snippet') || {}).textContent || ''])")
+            for title, snippet in shown:
+                tex = re.search(r"\\[A-Za-z]+|\$", title + " " + snippet)
+                if tex:
+                    problems.append(f"raw TeX: search '{word}': a result shows {tex.group(0)} ({title})")
+                    break
+            if any(word.lower() not in snippet.lower() for title, snippet in shown if word.lower() not in title.lower()):
+                problems.append(f"search: '{word}': a result shows no sentence holding the word")
     finally:
         driver.quit()
         server.shutdown()
