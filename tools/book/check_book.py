@@ -10,6 +10,8 @@ and report what a reader would trip over:
 - search          search.html?q=WORD finds no section, or none on the page expected, or a result without the
                   sentence that holds the word
 - raw TeX         the page's contents or a search result show TeX instead of a typeset (or plain) formula
+- missing font    Chinese (the seed sentence 我 有 一 个 好 朋 友) draws as the empty box of a missing glyph: no CJK
+                  font (Debian's fonts-wqy-microhei, which ./run book and ./run test install)
 - broken chain    clicking "next" from the front page does not visit every page of the chapter list in its order
                   (each page's "previous" leading back), or ends early
 
@@ -35,6 +37,7 @@ except ImportError:
     webdriver = None
 
 NEEDS = "Debian's chromium, chromium-driver and python3-selenium (./run test installs them)"
+NEEDS_FONT = "Debian's fonts-wqy-microhei: ./run book and ./run test install it"
 ROOT = Path(__file__).resolve().parents[2]
 
 PAGE_REPORT = """
@@ -91,6 +94,22 @@ def defines(source_line, name):
     """Does this line of today's source define `name` (a function, constructor or type)?"""
     return re.search(r"(^|[\s:*&~])" + re.escape(name) + r"\s*\(", source_line) is not None or \
         re.search(r"\b(class|struct)\s+(\[\[\w+\]\]\s*)?" + re.escape(name) + r"\b", source_line) is not None
+
+
+# Draws 我 and a code point no font has (U+10FFFD, private use) in the body's font on a canvas: the same pixels
+# mean 我 is drawn as the missing-glyph box too.
+CJK_GLYPH = """
+const font = getComputedStyle(document.body).font;
+const draw = text => {
+  const c = document.createElement('canvas');
+  c.width = 64; c.height = 64;
+  const g = c.getContext('2d');
+  g.font = font.replace(/\\d+px/, '40px');
+  g.fillText(text, 4, 48);
+  return Array.from(g.getImageData(0, 0, 64, 64).data).join(',');
+};
+return draw('\u6211') !== draw(String.fromCodePoint(0x10FFFD));
+"""
 
 
 def chain(driver, base, book):
@@ -168,6 +187,9 @@ def check(book, searches):
                 if not 0 < line <= len(lines) or not defines(lines[line - 1], name):
                     problems.append(f"stale source: {rel}: {name} -> {target}#{anchor} is not its definition today")
         problems += chain(driver, base, book)
+        driver.get(base + "index.html")
+        if not driver.execute_script(CJK_GLYPH):
+            problems.append(f"missing font: Chinese draws as empty boxes: no CJK font ({NEEDS_FONT})")
         for word, expected in searches:
             driver.get(base + "search.html?q=" + urllib.parse.quote(word))
             WebDriverWait(driver, 20).until(lambda d: d.execute_script("return document.body.dataset.ready === '1'"))
