@@ -50,7 +50,14 @@ function runSearch() {
   }
 }
 
+// On a narrow window the chapter list and the page's contents sit above the text: fold them, one click opens.
+function foldListsWhenNarrow() {
+  if (window.innerWidth > 1100) return;
+  for (const d of document.querySelectorAll("nav.chapters details, aside.contents details")) d.open = false;
+}
+
 document.addEventListener("DOMContentLoaded", () => {
+  foldListsWhenNarrow();
   typesetMath();
   if (document.getElementById("search-results")) runSearch();
   document.body.dataset.ready = "1";

@@ -343,7 +343,11 @@ class Book:
     # ---- output ---------------------------------------------------------------------------------------
 
     def layout(self, title, body, depth, toc_html=""):
+        """A page: the chapter list on the left, the text, and the page's own contents on the right (sticky: in
+        view while the text scrolls); narrower than 1100 px, both lists fold above the text (book.js)."""
         up = "../" * depth
+        contents = (f'<aside class="contents"><details open><summary>On this page</summary>{toc_html}</details></aside>'
+                    if toc_html else "")
         nav = "".join(f'<li><a href="{up}{name}">{html.escape(self.short(name))}</a></li>' for _, name in self.pages)
         return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
@@ -358,8 +362,8 @@ class Book:
 </head><body>
 <header><a class="home" href="{up}index.html">stepformer</a>
 <form action="{up}search.html"><input name="q" placeholder="search the book" aria-label="search"></form></header>
-<div class="page"><nav><ol>{nav}</ol>{toc_html}</nav>
-<main>{body}</main></div></body></html>
+<div class="page"><nav class="chapters"><details open><summary>Chapters</summary><ol>{nav}</ol></details></nav>
+<main>{body}</main>{contents}</div></body></html>
 """
 
     def build(self):

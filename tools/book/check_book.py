@@ -12,6 +12,8 @@ and report what a reader would trip over:
 - raw TeX         the page's contents or a search result show TeX instead of a typeset (or plain) formula
 - missing font    Chinese (the seed sentence 我 有 一 个 好 朋 友) draws as the empty box of a missing glyph: no CJK
                   font (Debian's fonts-wqy-microhei, which ./run book and ./run test install)
+- too wide        at 800, 1280 or 1920 px a page is wider than the window (a wide table must scroll in its own box)
+- contents hidden at 1280 x 800 the page's contents are not in the first screen
 - broken chain    clicking "next" from the front page does not visit every page of the chapter list in its order
                   (each page's "previous" leading back), or ends early
 
@@ -49,7 +51,7 @@ for (const e of clone.querySelectorAll('pre, code')) e.remove();
 // $$ or $x$ left as text: a formula the build did not hand to KaTeX
 out.rawMath = /\\$\\$|(^|[^\\\\\\w])\\$[^\\s$][^$]*[^\\s$]\\$/.test(clone.textContent);
 // the contents beside the text: formulas typeset (KaTeX keeps the TeX only inside .katex), never left as TeX
-const toc = document.querySelector('nav .toc');
+const toc = document.querySelector('aside .toc');
 if (toc) {
   const bare = toc.cloneNode(true);
   for (const e of bare.querySelectorAll('.katex')) e.remove();
@@ -112,11 +114,35 @@ return draw('\u6211') !== draw(String.fromCodePoint(0x10FFFD));
 """
 
 
+WIDTHS = (800, 1280, 1920)
+
+
+def layout(driver, base, pages):
+    """At 800, 1280 and 1920 px no page is wider than the window (a wide table or output scrolls in its own box),
+    and at 1280 x 800 the page's contents are in the first screen beside the text."""
+    problems = []
+    for width in WIDTHS:
+        driver.set_window_size(width, 800)
+        for rel in pages:
+            driver.get(base + rel)
+            WebDriverWait(driver, 20).until(lambda d: d.execute_script("return document.body.dataset.ready === '1'"))
+            wide, window = driver.execute_script("const e = document.documentElement; return [e.scrollWidth, e.clientWidth]")
+            if wide > window:
+                problems.append(f"too wide: {rel} at {width} px: the page is {wide} px wide, the window {window}")
+            toc = driver.execute_script("const t = document.querySelector('aside .toc li');"
+                                        "if (!t) return null; const r = t.getBoundingClientRect();"
+                                        "return r.height > 0 && r.top >= 0 && r.bottom <= innerHeight")
+            if width == 1280 and toc is False:
+                problems.append(f"contents hidden: {rel} at 1280 x 800: the page's contents are not in the first screen")
+    driver.set_window_size(1400, 1000)
+    return problems
+
+
 def chain(driver, base, book):
     """Read the book front to back by its "next" links, as a reader clicks them: every page of the chapter list,
     in its order, and each page's "previous" link back to the page before."""
-    order = re.findall(r'<li><a href="([^"]+)">', re.search(r"<nav><ol>(.*?)</ol>", (book / "index.html").read_text(),
-                                                              re.S).group(1))
+    chapters = re.search(r'<nav class="chapters">.*?<ol>(.*?)</ol>', (book / "index.html").read_text(), re.S)
+    order = re.findall(r'<li><a href="([^"]+)">', chapters.group(1))
     problems, here = [], "index.html"
     driver.get(base + here)
     for i, expected in enumerate(order[1:], 1):
@@ -187,6 +213,8 @@ def check(book, searches):
                 if not 0 < line <= len(lines) or not defines(lines[line - 1], name):
                     problems.append(f"stale source: {rel}: {name} -> {target}#{anchor} is not its definition today")
         problems += chain(driver, base, book)
+        chapters = re.search(r'<nav class="chapters">.*?<ol>(.*?)</ol>', (book / "index.html").read_text(), re.S)
+        problems += layout(driver, base, re.findall(r'<li><a href="([^"]+)">', chapters.group(1)))
         driver.get(base + "index.html")
         if not driver.execute_script(CJK_GLYPH):
             problems.append(f"missing font: Chinese draws as empty boxes: no CJK font ({NEEDS_FONT})")
