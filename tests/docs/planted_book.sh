@@ -18,6 +18,7 @@ sed -i 's/\\u221ad_k/\\\\sqrt{d_k}/g' "$out/search_data.js"  # in the JSON: \u22
 sed -i 's/snippet.textContent = matchingSentence(doc.text, query);//' "$out/book.js"
 # A wide table that widens the page instead of scrolling in its own box.
 sed -i 's/^main table:not(.annotated) { display: block; overflow-x: auto; max-width: 100%; }$//' "$out/book.css"
+echo 'aside.contents { display: none; }' >>"$out/book.css"  # the page's contents hidden
 # and a browser that has no font for Chinese (its fontconfig lists DejaVu alone).
 FONTCONFIG_FILE=$(cd "$src" && pwd)/tests/docs/no_cjk_font.conf exec sh "$src/tests/docs/expect_reports.sh" "$planted/expected.txt" /usr/bin/python3 "$src/tools/book/check_book.py" "$out" \
   --search divide=planted.html --search typesets=planted.html
