@@ -125,7 +125,7 @@ def layout(driver, base, pages):
         driver.set_window_size(width, 800)
         for rel in pages:
             driver.get(base + rel)
-            WebDriverWait(driver, 20).until(lambda d: d.execute_script("return document.body.dataset.ready === '1'"))
+            wait_ready(driver)
             wide, window = driver.execute_script("const e = document.documentElement; return [e.scrollWidth, e.clientWidth]")
             if wide > window:
                 problems.append(f"too wide: {rel} at {width} px: the page is {wide} px wide, the window {window}")
@@ -138,11 +138,20 @@ def layout(driver, base, pages):
     return problems
 
 
-def chain(driver, base, book):
-    """Read the book front to back by its "next" links, as a reader clicks them: every page of the chapter list,
-    in its order, and each page's "previous" link back to the page before."""
+def wait_ready(driver):
+    """Until book.js has typeset the page (or run the search): it sets body's data-ready."""
+    WebDriverWait(driver, 20).until(lambda d: d.execute_script("return document.body.dataset.ready === '1'"))
+
+
+def chapter_list(book):
+    """The pages of the chapter list, in its order (the front page's)."""
     chapters = re.search(r'<nav class="chapters">.*?<ol>(.*?)</ol>', (book / "index.html").read_text(), re.S)
-    order = re.findall(r'<li><a href="([^"]+)">', chapters.group(1))
+    return re.findall(r'<li><a href="([^"]+)">', chapters.group(1))
+
+
+def chain(driver, base, order):
+    """Read the book front to back by its "next" links, as a reader clicks them: every page of `order`, the chapter
+    list, in its order, and each page's "previous" link back to the page before."""
     problems, here = [], "index.html"
     driver.get(base + here)
     for i, expected in enumerate(order[1:], 1):
@@ -150,7 +159,7 @@ def chain(driver, base, book):
         if not found:
             return problems + [f"broken chain: {here} has no next link; {expected} and {len(order) - i - 1} more unreached"]
         found[0].click()
-        WebDriverWait(driver, 20).until(lambda d: d.execute_script("return document.body.dataset.ready === '1'"))
+        wait_ready(driver)
         now = urllib.parse.unquote(driver.current_url[len(base):]).split("#")[0]
         if now != expected:
             return problems + [f"broken chain: next from {here} is {now}, not {expected} (the chapter list's order)"]
@@ -178,7 +187,7 @@ def check(book, searches):
                 continue
             visited.add(rel)
             driver.get(base + rel)
-            WebDriverWait(driver, 20).until(lambda d: d.execute_script("return document.body.dataset.ready === '1'"))
+            wait_ready(driver)
             report = driver.execute_script(PAGE_REPORT)
             for entry in driver.get_log("browser"):
                 if entry["level"] == "SEVERE":
@@ -212,15 +221,14 @@ def check(book, searches):
                 lines = source.read_text(errors="replace").split("\n") if source.is_file() else []
                 if not 0 < line <= len(lines) or not defines(lines[line - 1], name):
                     problems.append(f"stale source: {rel}: {name} -> {target}#{anchor} is not its definition today")
-        problems += chain(driver, base, book)
-        chapters = re.search(r'<nav class="chapters">.*?<ol>(.*?)</ol>', (book / "index.html").read_text(), re.S)
-        problems += layout(driver, base, re.findall(r'<li><a href="([^"]+)">', chapters.group(1)))
+        problems += chain(driver, base, chapter_list(book))
+        problems += layout(driver, base, chapter_list(book))
         driver.get(base + "index.html")
         if not driver.execute_script(CJK_GLYPH):
             problems.append(f"missing font: Chinese draws as empty boxes: no CJK font ({NEEDS_FONT})")
         for word, expected in searches:
             driver.get(base + "search.html?q=" + urllib.parse.quote(word))
-            WebDriverWait(driver, 20).until(lambda d: d.execute_script("return document.body.dataset.ready === '1'"))
+            wait_ready(driver)
             hits = driver.execute_script("return [...document.querySelectorAll('#search-results a')].map(a => a.getAttribute('href'))")
             if not any(h.split("#")[0] == expected for h in hits):
                 problems.append(f"search: '{word}' found {len(hits)} sections, none on {expected}")
