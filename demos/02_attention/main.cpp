@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+#include "architecture.h"
 #include "autograd/ops.h"
 #include "demo.h"
 #include "transformer/attention.h"
@@ -35,7 +36,19 @@ void three_by_three() {
                sf::demo::format_matrix(as_matrix(a.weights), pos, pos));
     fmt::print("weights V{}\n{}", causal ? " (causal)" : "", sf::demo::format_matrix(as_matrix(a.context), pos, dims));
   }
-  fmt::print("\n");
+  // The softmax's backward on row 0 (docs/02, "The softmax's gradient"): with dL/dp = (1, 0, 0), the
+  // formula ds = p * (dp - p . dp) beside the engine's gradient.
+  const sf::Tensor s0 = sf::narrow(as_matrix(scores / std::sqrt(2.0)), 0, 0, 1).detach().set_requires_grad();  // [1, 3]
+  const sf::Tensor p0 = sf::softmax(s0, -1);
+  const std::vector<double> p = p0.to_vector<double>(), dp{1, 0, 0};
+  const double p_dot_dp = p[0] * dp[0] + p[1] * dp[1] + p[2] * dp[2];
+  sf::sum(p0 * sf::from_vector(dp, {1, 3})).backward();
+  const std::vector<double> engine = s0.grad().to_vector<double>();
+  fmt::print("softmax backward, row 0: p = ({:.2f}, {:.2f}, {:.2f}), dL/dp = (1, 0, 0)\n", p[0], p[1], p[2]);
+  fmt::print(
+      "  p * (dp - p . dp) = ({:.4f}, {:.4f}, {:.4f}); the engine's dL/ds = ({:.4f}, {:.4f}, {:.4f}); sum {:.4f}\n\n",
+      p[0] * (dp[0] - p_dot_dp), p[1] * (dp[1] - p_dot_dp), p[2] * (dp[2] - p_dot_dp), engine[0], engine[1], engine[2],
+      engine[0] + engine[1] + engine[2]);
 }
 
 // Why 1/sqrt(d_k) (section 3.2.1): for q and k with independent unit-variance entries, q . k has variance
@@ -151,6 +164,9 @@ int main(int argc, char** argv) {
   fmt::print("sentence: {}   (P is padding)\n", fmt::join(words, " "));
   fmt::print("x {} -> Q, K, V {} each, split into {} heads of {} -> weights [1, {}, 8, 8]\n\n",
              sf::to_string(x.shape()), sf::to_string(x.shape()), heads, d_model / heads, heads);
+
+  cfg.n_heads = heads;
+  sf::demo::draw_dot(common.out, "02_multi_head", sf::demo::multi_head_figure(cfg, {"1", "8", "8"}));
 
   const sf::Tensor pad = pad_mask(ids, cfg.pad_id);  // [1, 1, 1, 8]
   const sf::Tensor causal = subsequent_mask(8);      // [1, 1, 8, 8]

@@ -6,6 +6,7 @@
 
 #include <cmath>
 
+#include "architecture.h"
 #include "autograd/ops.h"
 #include "demo.h"
 #include "nn/layers.h"
@@ -90,6 +91,10 @@ int main(int argc, char** argv) {
       "\nPost-norm (the paper) hands the next sublayer vectors of mean 0 and std 1 at every position.\n"
       "Pre-norm normalises only the sublayer's input; the residual stream keeps its scale and grows\n"
       "through the stack, so a pre-norm model ends with one more LayerNorm.\n");
+  stepformer::transformer::Config cfg;
+  cfg.d_model = d_model;
+  cfg.dropout = 0.0;
+  sf::demo::draw_dot(common.out, "03_add_norm", sf::demo::add_norm_figure(cfg, {"1", "", "4"}));
   worked_layer_norm();
   return 0;
 }

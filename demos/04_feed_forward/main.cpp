@@ -1,6 +1,7 @@
 // Chapter 04 — the position-wise feed-forward network. Read docs/04_feed_forward.md beside this file.
 #include <fmt/format.h>
 
+#include "architecture.h"
 #include "autograd/ops.h"
 #include "demo.h"
 #include "transformer/decoder.h"
@@ -38,6 +39,8 @@ int main(int argc, char** argv) {
   const auto ffn_params = static_cast<double>(ffn.parameter_count());
   const auto enc = static_cast<double>(EncoderLayer(cfg, gen).parameter_count());
   const auto dec = static_cast<double>(DecoderLayer(cfg, gen).parameter_count());
+  cfg.dropout = 0.1;  // ffn's
+  sf::demo::draw_dot(common.out, "04_feed_forward", sf::demo::feed_forward_figure(cfg, {"2", "", "5"}));
   fmt::print("the FFN's share of a layer: encoder {:.0f} of {:.0f} ({:.1f}%), decoder {:.0f} of {:.0f} ({:.1f}%)\n",
              ffn_params, enc, 100 * ffn_params / enc, ffn_params, dec, 100 * ffn_params / dec);
   fmt::print("ReLU zeroes {:.0f}% of the hidden units for this input\n",

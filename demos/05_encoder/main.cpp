@@ -2,6 +2,7 @@
 // One forward pass of an (untrained) encoder over the seed's three sentences; per-layer attention.
 #include <fmt/format.h>
 
+#include "architecture.h"
 #include "autograd/ops.h"
 #include "demo.h"
 #include "transformer/encoder.h"
@@ -37,6 +38,7 @@ int main(int argc, char** argv) {
         common.out, fmt::format("05_encoder_layer{}_head0.svg", l),
         sf::demo::heatmap_svg(w, data.src[0], data.src[0], fmt::format("encoder layer {}, head 0", l)));
   }
+  sf::demo::draw_dot(common.out, "05_encoder_layer", sf::demo::encoder_layer_figure(cfg, {"3", "8", ""}));
   fmt::print("\nThe weights are untrained; chapter 07 trains this encoder to translate.\n");
   return 0;
 }

@@ -2,6 +2,7 @@
 // Shows causality: changing a later target token leaves every earlier position's output unchanged.
 #include <fmt/format.h>
 
+#include "architecture.h"
 #include "autograd/ops.h"
 #include "demo.h"
 #include "transformer/attention.h"
@@ -52,6 +53,8 @@ int main(int argc, char** argv) {
                          sf::demo::heatmap_svg(self, words, words, "decoder layer 0, head 0: masked self-attention"));
   sf::demo::write_output(common.out, "06_decoder_cross_attention.svg",
                          sf::demo::heatmap_svg(cross, words, data.src[0], "decoder layer 0, head 0: cross-attention"));
+
+  sf::demo::draw_dot(common.out, "06_decoder_layer", sf::demo::decoder_layer_figure(cfg, {"1", "8", "7"}));
 
   // Teacher forcing: the decoder reads the target shifted right (BOS first) and predicts it unshifted (EOS
   // last); position i may read inputs 0..i only. Drawn from the demo's own ids and the mask the decoder uses.

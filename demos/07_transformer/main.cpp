@@ -14,6 +14,7 @@
 #include <chrono>
 #include <iostream>
 
+#include "architecture.h"
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
 #include "demo.h"
@@ -62,6 +63,9 @@ int run_toy(Options o) {
   fmt::print("toy exact match: {:.0f}%\n", 100 * exact);
   write_pictures(o, "toy", curves, model, pairs[0], sv, tv);
   draw_kv_cache(o, model, pairs[0], sv, tv);
+  // The paper's base model with its English-German runs' shared vocabulary of about 37000 tokens: the figure
+  // that opens docs/07_transformer.md and the README.
+  sf::demo::draw_dot(o.common.out, "07_transformer", sf::demo::transformer_figure(base_config(37000, 37000)));
   return exact == 1.0 ? 0 : 1;
 }
 
@@ -151,7 +155,7 @@ int run_translate(Options o) {
 int main(int argc, char** argv) {
   Options o;
   CLI::App app{"07_transformer: the whole Transformer, trained on toy pairs, Chinese numerals and German phrases"};
-  app.option_defaults()->always_capture_default();  // --help shows every default
+  app.option_defaults()->always_capture_default();     // --help shows every default
   sf::demo::add_common_options(app, o.common, false);  // its own --threads
   app.add_option("--steps", o.steps, "training steps (default: 150 toy, 5000 numerals, freedict: its recipe)");
   app.add_option("--batch", o.batch, "pairs per batch (numerals)")->capture_default_str();

@@ -115,7 +115,7 @@ int run(const Options& o, Communicator& comm) {
 int main(int argc, char** argv) {
   Options o;
   CLI::App app{"10_distributed: the numerals task trained by several processes (run it under mpirun)"};
-  app.option_defaults()->always_capture_default();  // --help shows every default
+  app.option_defaults()->always_capture_default();     // --help shows every default
   sf::demo::add_common_options(app, o.common, false);  // its own --threads
   app.add_option("--steps", o.steps, "training steps")->capture_default_str();
   app.add_option("--batch", o.batch, "pairs per batch on each rank")->capture_default_str();

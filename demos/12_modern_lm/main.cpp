@@ -8,7 +8,11 @@
 // 4. samples from a prompt (temperature, top-k, top-p), and the cache's speed-up on a long sample.
 // --ablation: every block, --seeds seeds each, the same steps: a table and the validation curves.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <cmath>
+
+#include "architecture.h"
 #include "autograd/autocast.h"
 #include "autograd/ops.h"
 #include "lm_run.h"
@@ -49,6 +53,57 @@ void rope_picture(const std::filesystem::path& out) {
   sf::demo::write_output(out, "12_rope.svg",
                          sf::demo::line_chart_svg(curves, "RoPE: the score of q and k by their distance (head size 32)",
                                                   "distance m - n (tokens)", "(R_m q) . (R_n k), q = k = ones"));
+}
+
+// The derivations of docs/12_modern_lm.md worked on small numbers: each formula computed by hand beside the engine.
+void worked_examples() {
+  fmt::print("== the chapter's formulas on small numbers (docs/12_modern_lm.md)\n");
+  const sf::Options f64{sf::DType::float64};
+  {  // RMSNorm of z = [1, 2, 3, 4], g = 1: y = z / r, dz = (u - y mean(u y)) / r with u = dy g
+    const std::vector<double> z{1, 2, 3, 4}, dy{1, 0, 0, 0};
+    const sf::Tensor zt = sf::from_vector(z, {1, 4}).set_requires_grad();  // float32, as the model
+    RMSNorm norm(4);
+    const sf::Tensor y = norm(zt);
+    sf::sum(y * sf::from_vector(dy, {1, 4})).backward();
+    const double r = std::sqrt((1 + 4 + 9 + 16) / 4.0 + 1e-5);
+    double mean_uy = 0;
+    for (int i = 0; i < 4; ++i) mean_uy += dy[i] * z[i] / r / 4;
+    std::vector<double> dz;
+    for (int i = 0; i < 4; ++i) dz.push_back((dy[i] - z[i] / r * mean_uy) / r);
+    fmt::print(
+        "RMSNorm([1, 2, 3, 4]): r = {:.4f}, y = {:.4f}; with dL/dy = (1, 0, 0, 0): by hand dL/dz = {:.4f}, "
+        "engine {:.4f}\n",
+        r, fmt::join(y.to_vector<double>(), " "), fmt::join(dz, " "), fmt::join(zt.grad().to_vector<double>(), " "));
+  }
+  {  // RoPE on one pair (head size 2, theta = 1): (R_m q) . (R_n k) = cos((m - n) theta) for q = k = (1, 0)
+    const sf::Tensor e = sf::from_vector(std::vector<double>{1, 0}, {1, 1, 1, 2}, f64);
+    const auto score = [&](std::int64_t m, std::int64_t n) { return sf::sum(rope(e, m) * rope(e, n)).item(); };
+    fmt::print(
+        "RoPE, q = k = (1, 0), head size 2: score(m 5, n 3) = {:.4f}, score(m 12, n 10) = {:.4f}, cos(2) = {:.4f}\n",
+        score(5, 3), score(12, 10), std::cos(2.0));
+  }
+  {  // SwiGLU on one unit: h = silu(a) b; dh/da = b silu'(a), silu'(a) = s (1 + a (1 - s)), dh/db = silu(a)
+    const sf::Tensor a = sf::from_vector(std::vector<double>{1}, {1}, f64).set_requires_grad();
+    const sf::Tensor b = sf::from_vector(std::vector<double>{2}, {1}, f64).set_requires_grad();
+    const sf::Tensor h = sf::swiglu(a, b);
+    sf::sum(h).backward();
+    const double s = 1 / (1 + std::exp(-1.0));
+    fmt::print(
+        "SwiGLU, gate a = 1, value b = 2: h = silu(1) 2 = {:.4f}; by hand dh/da = {:.4f}, dh/db = {:.4f}; engine "
+        "{:.4f}, {:.4f}\n\n",
+        h.item(), 2 * s * (1 + 1 * (1 - s)), 1 * s, a.grad().item(), b.grad().item());
+  }
+}
+
+// The two ends of the chapter as block diagrams, at the default options' sizes whatever the options (so that the
+// doc's copies are checked by CI's small run): the 2017 block and the Llama-style one.
+void block_pictures(const std::filesystem::path& out) {
+  const Options defaults;
+  for (const std::string name : {"2017", "llama"})
+    sf::demo::draw_dot(
+        out, "12_" + name + "_model",
+        sf::demo::language_model_figure(config_for(defaults, name, defaults.vocab),
+                                        {std::to_string(defaults.batch), "", std::to_string(defaults.seq_len)}));
 }
 }  // namespace
 
@@ -109,8 +164,10 @@ int main(int argc, char** argv) {
       write_data_file(o, corpus);
       return 0;
     }
+    worked_examples();
     blocks(o, corpus.vocab.size());
     rope_picture(o.common.out);
+    block_pictures(o.common.out);
     if (o.ablation) {
       ablation(o, &corpus);
       return 0;
