@@ -16,6 +16,7 @@
 
 #include "demo.h"
 #include "distributed/train.h"
+#include "distributed/zero.h"
 
 namespace sf = stepformer;
 using namespace stepformer::transformer;
@@ -40,6 +41,92 @@ double peak_rss_mb() {
   rusage u{};
   getrusage(RUSAGE_SELF, &u);
   return static_cast<double>(u.ru_maxrss) / 1024.0;  // Linux: kilobytes
+}
+
+// Chapter 10's picture: where each gradient goes, drawn from the trainer's own layout, every width an element
+// count. Data parallel: the parameters in backward's order (reverse registration order) packed into buckets of
+// at most --bucket-kb, each all-reduced as soon as it is full. ZeRO-1: the flat vector in registration order cut
+// into one equal slice per rank (the last padded), each reduced to the rank that owns it.
+struct Segment {
+  std::string label, detail;  // the name, and a second line where the segment is wide enough
+  std::int64_t elements;
+  std::vector<std::int64_t> cuts;  // element offsets inside the segment where a parameter ends
+};
+std::string strip_svg(const std::string& title, const std::string& caption, const std::vector<Segment>& segments) {
+  const double width = 900, left = 10, top = 40, height = 46;
+  std::int64_t total = 0;
+  for (const Segment& seg : segments) total += seg.elements;
+  const char* colours[] = {"#9ecae1", "#fdae6b", "#a1d99b", "#bcbddc", "#fc9272", "#c7e9c0"};
+  std::string svg = fmt::format(
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{0}\" height=\"130\" viewBox=\"0 0 {0} 130\" "
+      "font-family=\"Helvetica, sans-serif\" font-size=\"12\">\n<text x=\"{1}\" y=\"20\" font-size=\"14\">{2}</text>\n",
+      width + 2 * left, left, title);
+  double x = left;
+  for (std::size_t i = 0; i < segments.size(); ++i) {
+    const double w = (width * static_cast<double>(segments[i].elements)) / static_cast<double>(total);
+    svg += fmt::format("<rect x=\"{:.1f}\" y=\"{}\" width=\"{:.1f}\" height=\"{}\" fill=\"{}\" stroke=\"#333\"/>\n", x,
+                       top, w, height, segments[i].label.empty() ? "#dddddd" : colours[i % 6]);
+    for (const std::int64_t cut : segments[i].cuts) {
+      const double cx = x + w * static_cast<double>(cut) / static_cast<double>(segments[i].elements);
+      svg += fmt::format("<line x1=\"{0:.1f}\" x2=\"{0:.1f}\" y1=\"{1}\" y2=\"{2}\" stroke=\"white\"/>\n", cx, top,
+                         top + height);
+    }
+    const Segment& seg = segments[i];
+    const bool wide = w > 7.0 * static_cast<double>(std::max(seg.label.size(), seg.detail.size()));
+    if (!seg.label.empty() && w > 14)
+      svg += fmt::format("<text x=\"{:.1f}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n", x + w / 2,
+                         top + (wide ? 19 : 27), wide ? seg.label : std::to_string(i));
+    if (wide)
+      svg += fmt::format("<text x=\"{:.1f}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n", x + w / 2, top + 35,
+                         seg.detail);
+    x += w;
+  }
+  return svg + fmt::format("<text x=\"{}\" y=\"{}\">{}</text>\n</svg>\n", left, top + height + 28, caption);
+}
+
+void gradient_picture(const Options& o, const sf::distributed::DistributedTrainer& trainer, Transformer& model,
+                      int ranks) {
+  const auto params = model.named_parameters();
+  std::int64_t total = 0;
+  for (const auto& [name, p] : params) total += p.numel();
+  std::vector<Segment> segments;
+  if (const auto* dp = trainer.data_parallel()) {
+    for (std::size_t b = 0; b < dp->buckets().size(); ++b) {
+      const auto& bucket = dp->buckets()[b];
+      Segment seg{
+          fmt::format("bucket {}", b), fmt::format("{} tensors", bucket.params.size()), bucket.flat.numel(), {}};
+      for (std::size_t k = 1; k < bucket.offsets.size(); ++k) seg.cuts.push_back(bucket.offsets[k]);
+      segments.push_back(std::move(seg));
+    }
+    sf::demo::write_output(
+        o.common.out, "10_buckets.svg",
+        strip_svg(fmt::format("data parallel: {} gradients ({} floats) in {} buckets of at most {} KiB", params.size(),
+                              total, segments.size(), o.bucket_kb),
+                  "left to right: backward's order (the last layer's gradients first); white lines end a tensor; "
+                  "each bucket is all-reduced when full (a narrow one shows its number only)",
+                  segments));
+    return;
+  }
+  const auto& zero = dynamic_cast<const sf::distributed::ZeroAdam&>(trainer.optimizer());
+  const std::int64_t shard = zero.shard_size();
+  for (int r = 0; r < ranks; ++r) {
+    const std::int64_t begin = shard * r, end = std::min(total, begin + shard);
+    Segment seg{fmt::format("rank {}", r), fmt::format("elements {} to {}", begin, end - 1), end - begin, {}};
+    std::int64_t at = 0;
+    for (const auto& [name, p] : params) {
+      at += p.numel();
+      if (at > begin && at < end) seg.cuts.push_back(at - begin);
+    }
+    segments.push_back(std::move(seg));
+  }
+  if (shard * ranks > total) segments.push_back({"", "", shard * ranks - total, {}});  // the padding
+  sf::demo::write_output(
+      o.common.out, "10_zero_shards.svg",
+      strip_svg(fmt::format("ZeRO-1 on {} ranks: {} floats in {} slices of {}", ranks, total, ranks, shard),
+                fmt::format("left to right: registration order; white lines end a tensor; each rank keeps Adam's "
+                            "moments for its slice only ({} chunks reduced to their owners)",
+                            zero.chunk_count()),
+                segments));
 }
 
 int run(const Options& o, Communicator& comm) {
@@ -75,6 +162,13 @@ int run(const Options& o, Communicator& comm) {
                o.zero         ? ""
                : o.no_overlap ? ", no overlap"
                               : ", overlapped");
+  if (root) {  // docs/10_distributed.md, "All-reduce, and what it costs": the ring's traffic for this gradient
+    const std::int64_t n = 4 * model.parameter_count(), N = comm.size();
+    fmt::print(
+        "a ring all-reduce of the {} bytes of gradients on {} ranks: each rank sends 2 (N - 1) / N x n = {} "
+        "bytes per step, in 2 (N - 1) = {} messages per bucket\n",
+        n, N, 2 * (N - 1) * n / N, 2 * (N - 1));
+  }
   const auto start = Clock::now();
   std::int64_t tokens = 0, first_step = trainer.steps_done();
   double loss = 0;
@@ -96,6 +190,7 @@ int run(const Options& o, Communicator& comm) {
   if (!o.save.empty()) trainer.save(o.save, shared, own);
   const double waiting = trainer.data_parallel() ? trainer.data_parallel()->seconds_waiting() : 0.0;
   const double rss = comm.all_reduce_sum(peak_rss_mb()) / comm.size();
+  if (root) gradient_picture(o, trainer, model, comm.size());
   if (root) {
     fmt::print("final loss {:.4f}; {:.0f} target tokens/s over {} steps; mean peak RSS per rank {:.0f} MB\n", loss,
                tokens / elapsed, trainer.steps_done() - first_step, rss);
