@@ -30,11 +30,14 @@ std::string to_dot(const Tensor& root) {
         if (leaf->grad.defined()) values += fmt::format(" | grad {:.4g}", leaf->grad.item());
       }
       dot += fmt::format(
-          "  n{} [label=\"{}\\n{}{}\\nrequires_grad\", shape=ellipse, style=filled, fillcolor=\"#dbeafe\"];\n", id,
-          name, to_string(n->shape), values);
+          "  n{} [label=\"{}\\n{} {}{}\\nrequires_grad\", shape=ellipse, style=filled, fillcolor=\"#dbeafe\"];\n", id,
+          name, to_string(n->shape), dtype_name(n->dtype), values);
       continue;
     }
-    dot += fmt::format("  n{} [label=\"{}\\n{}\", shape=box];\n", id, op_info(n->op).name, to_string(n->shape));
+    // bfloat16 results filled amber, so that autocast's casts and products stand out (chapter 11)
+    dot +=
+        fmt::format("  n{} [label=\"{}\\n{} {}\", shape=box{}];\n", id, op_info(n->op).name, to_string(n->shape),
+                    dtype_name(n->dtype), n->dtype == DType::bfloat16 ? ", style=filled, fillcolor=\"#fde68a\"" : "");
     for (const Edge& e : n->edges) {
       if (!e.to) continue;  // an input that needs no gradient is not part of the graph
       auto [it, fresh] = ids.try_emplace(e.to.get(), static_cast<int>(ids.size()));

@@ -6,18 +6,22 @@
 // 4. master weights: what storing a weight in bfloat16 does to small updates;
 // 5. training: the toy pairs of chapter 07 three ways from the same weights: float32, bfloat16 autocast
 //    (float32 master weights), and bfloat16 autocast with the weights stored in bfloat16, counting the
-//    updates that storing them loses. Writes the three loss curves.
+//    updates that storing them loses. Writes the three loss curves;
+// 6. autocast's placement: the graph it records for a feed-forward network, which op ran in which precision.
 #include <fmt/format.h>
 
 #include <cmath>
 #include <random>
 
+#include "architecture.h"
 #include "autograd/autocast.h"
 #include "autograd/bfloat16.h"
 #include "autograd/grad_mode.h"
+#include "autograd/graphviz.h"
 #include "autograd/ops.h"
 #include "demo.h"
 #include "transformer/data.h"
+#include "transformer/feed_forward.h"
 #include "transformer/train.h"
 
 namespace sf = stepformer;
@@ -180,6 +184,25 @@ int training(const sf::demo::CommonOptions& common) {
   return 0;
 }
 
+// 6. Autocast's placement, drawn from the graph it records: chapter 04's feed-forward and a loss under
+// AutocastGuard. The casts to bfloat16 (amber) feed each product; the product, the bias, ReLU and the loss are
+// float32, and so are the parameters (the master weights) their gradients flow back to.
+void autocast_graph(const sf::demo::CommonOptions& common) {
+  fmt::print("== 6. the graph autocast records for chapter 04's feed-forward (D 4, F 8) and a loss\n");
+  sf::Generator gen(common.seed);
+  PositionwiseFeedForward ffn(4, 8, 0.0, gen);
+  ffn.w_1->weight.set_name("w_1.weight"), ffn.w_1->bias.set_name("w_1.bias");
+  ffn.w_2->weight.set_name("w_2.weight"), ffn.w_2->bias.set_name("w_2.bias");
+  const sf::Tensor x = sf::randn({2, 3, 4}, gen);
+  sf::Tensor loss;
+  {
+    const sf::AutocastGuard autocast(sf::DType::bfloat16);
+    const sf::Tensor y = ffn(x);
+    loss = sf::mean(y * y).set_name("loss");
+  }
+  sf::demo::draw_dot(common.out, "11_autocast_graph", sf::to_dot(loss));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -192,7 +215,9 @@ int main(int argc, char** argv) {
     formats();
     rounding();
     accumulation();
-    return training(common);
+    const int status = training(common);
+    autocast_graph(common);
+    return status;
   } catch (const std::exception& e) {
     fmt::print(stderr, "11_mixed_precision: {}\n", e.what());
     return 1;

@@ -1,7 +1,7 @@
 #pragma once
 // The autograd graph behind a tensor as Graphviz DOT (after micrograd's draw_dot): one box per op with
-// its output shape, one ellipse per leaf that requires grad (its name and shape), arrows in the
-// direction of the forward pass. Render with `dot -Tsvg graph.dot -o graph.svg`.
+// its output's shape and dtype (bfloat16 filled amber), one ellipse per leaf that requires grad (its name,
+// shape and dtype), arrows in the direction of the forward pass. Render with `dot -Tsvg graph.dot -o graph.svg`.
 #include <string>
 
 #include "autograd/tensor.h"
