@@ -5,6 +5,7 @@
 // backend on cuda-sim and on the CPU device, and the results are compared.
 #include <fmt/format.h>
 
+#include <string>
 #include <vector>
 
 #include "autograd/ops.h"
@@ -23,6 +24,33 @@ __global__ void axpy_kernel(float* out, int* who, const float* a, const float* b
     out[i] = a[i] + alpha * b[i];
     who[i] = static_cast<int>(blockIdx.x * 1000 + threadIdx.x);
   }
+}
+
+// The map the threads recorded, as a picture: one cell per element, coloured by the block that computed it and
+// labelled with the thread; one row per pass of the grid-stride loop (the grid's blocks * threads elements).
+std::string grid_stride_svg(const std::vector<int>& who, int blocks, int threads) {
+  const int n = static_cast<int>(who.size()), per_pass = blocks * threads, passes = (n + per_pass - 1) / per_pass;
+  const int cell = 30, left = 70, top = 44;
+  const char* colours[] = {"#9ecae1", "#fdae6b", "#a1d99b", "#bcbddc", "#fc9272", "#c7e9c0"};
+  std::string svg = fmt::format(
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{0}\" height=\"{1}\" viewBox=\"0 0 {0} {1}\" "
+      "font-family=\"Helvetica, sans-serif\" font-size=\"11\">\n"
+      "<text x=\"10\" y=\"18\" font-size=\"14\">axpy_kernel&lt;&lt;&lt;{2}, {3}&gt;&gt;&gt; on {4} elements: cell = "
+      "element i, colour = block, number = thread</text>\n",
+      left + per_pass * cell + 10, top + passes * (cell + 10) + 30, blocks, threads, n);
+  for (int i = 0; i < n; ++i) {
+    const int pass = i / per_pass, col = i % per_pass, block = who[static_cast<std::size_t>(i)] / 1000;
+    const int x = left + col * cell, y = top + pass * (cell + 10);
+    svg += fmt::format(
+        "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"{}\" stroke=\"#333\"/>"
+        "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n",
+        x, y, cell, cell, colours[block % 6], x + cell / 2, y + cell / 2 + 4, who[static_cast<std::size_t>(i)] % 1000);
+    if (col == 0) svg += fmt::format("<text x=\"10\" y=\"{}\">i = {}..</text>\n", y + cell / 2 + 4, i);
+  }
+  return svg + fmt::format(
+                   "<text x=\"10\" y=\"{}\">each pass of the loop moves every thread on by gridDim.x * "
+                   "blockDim.x = {} elements</text>\n</svg>\n",
+                   top + passes * (cell + 10) + 16, per_pass);
 }
 
 }  // namespace
@@ -55,6 +83,8 @@ int main(int argc, char** argv) {
     const auto k = static_cast<std::size_t>(i);
     fmt::print("{:7}  {:5}  {:6}  {:8.4f}  {:8.4f}  {:8.4f}\n", i, who[k] / 1000, who[k] % 1000, a[k], b[k], out[k]);
   }
+
+  sf::demo::write_output(common.out, "09_grid_stride.svg", grid_stride_svg(who, blocks, threads));
 
   // The same op through stepformer's ops: on cuda-sim it runs the backend's own CUDA kernels
   // (elementwise.cu's map2_kernel: scale, then add), on the CPU the CPU backend's loops.
