@@ -38,8 +38,8 @@ TOP = ("autograd/", "nn/", "transformer/", "distributed/", "files/", "demos/", "
 ELSEWHERE = {"zero.cuh": "llm.c's ZeRO code, cited in docs/10", "transformer-pytorch.md": "a seed walkthrough (shared/seeds)",
              "cuda_runtime.h": "CUDA's runtime header, from the toolkit"}
 MACHINE = re.compile(r"Zen ?\d|EPYC|Xeon|Sapphire|H100|H200|GPU|cores?\b|this machine|the same machine", re.I)
-WORKLOG = re.compile(r"\bsessions?\b|\bthe issue'?s?\b|\bthis issue\b|\blent (?:gpu|machine)|\bthe lent\b|\blent for\b",
-                     re.I)
+WORKLOG = re.compile(r"\bsessions?\b|\bthe issue'?s?\b|\bthis issue\b|\bthe [\w-]+ issue\b|\bissue #?\d+\b|"
+                     r"\blent (?:gpu|machine)|\bthe lent\b|\blent for\b", re.I)
 NAMED_MACHINE = re.compile(r"Zen ?\d|EPYC|Xeon|Sapphire|Core i\d|H100|H200|A100")
 MEASURE = re.compile(r"\d[\d,.]*\s?(ms|GFLOP/s|tokens/s|tok/s|µs)\b")
 
