@@ -14,9 +14,6 @@
 # Usage: check.sh SOURCE_DIR REFERENCE_BUILD_DIR WORK_DIR
 set -euo pipefail
 src=$1 ref=$2 work=$3 fresh=$3.fresh
-# Grade 8 exercises at a time, each test program on one thread: a chapter 10 exercise whose body is a stub stalls
-# about a second in mpirun while the other rank waits, idle time that the other jobs fill.
-export STEPFORMER_GRADE_JOBS=8
 tool=$ref/bin/exercises
 kernels=(-DCMAKE_CXX_COMPILER=clang++ -DSTEPFORMER_CUDASIM_CHECK=ON)  # chapter 09 is graded on cuda-sim's counters
 configure() {  # configure DIR [options]: the grade builds, as ./run grade makes them
