@@ -31,7 +31,6 @@ __global__ void axpy_kernel(float* out, int* who, const float* a, const float* b
 std::string grid_stride_svg(const std::vector<int>& who, int blocks, int threads) {
   const int n = static_cast<int>(who.size()), per_pass = blocks * threads, passes = (n + per_pass - 1) / per_pass;
   const int cell = 30, left = 70, top = 44;
-  const char* colours[] = {"#9ecae1", "#fdae6b", "#a1d99b", "#bcbddc", "#fc9272", "#c7e9c0"};
   std::string svg = fmt::format(
       "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{0}\" height=\"{1}\" viewBox=\"0 0 {0} {1}\" "
       "font-family=\"Helvetica, sans-serif\" font-size=\"11\">\n"
@@ -44,7 +43,8 @@ std::string grid_stride_svg(const std::vector<int>& who, int blocks, int threads
     svg += fmt::format(
         "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"{}\" stroke=\"#333\"/>"
         "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n",
-        x, y, cell, cell, colours[block % 6], x + cell / 2, y + cell / 2 + 4, who[static_cast<std::size_t>(i)] % 1000);
+        x, y, cell, cell, sf::demo::region_fill(static_cast<std::size_t>(block)), x + cell / 2, y + cell / 2 + 4,
+        who[static_cast<std::size_t>(i)] % 1000);
     if (col == 0) svg += fmt::format("<text x=\"10\" y=\"{}\">i = {}..</text>\n", y + cell / 2 + 4, i);
   }
   return svg + fmt::format(

@@ -56,7 +56,6 @@ std::string strip_svg(const std::string& title, const std::string& caption, cons
   const double width = 900, left = 10, top = 40, height = 46;
   std::int64_t total = 0;
   for (const Segment& seg : segments) total += seg.elements;
-  const char* colours[] = {"#9ecae1", "#fdae6b", "#a1d99b", "#bcbddc", "#fc9272", "#c7e9c0"};
   std::string svg = fmt::format(
       "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{0}\" height=\"130\" viewBox=\"0 0 {0} 130\" "
       "font-family=\"Helvetica, sans-serif\" font-size=\"12\">\n<text x=\"{1}\" y=\"20\" font-size=\"14\">{2}</text>\n",
@@ -65,7 +64,7 @@ std::string strip_svg(const std::string& title, const std::string& caption, cons
   for (std::size_t i = 0; i < segments.size(); ++i) {
     const double w = (width * static_cast<double>(segments[i].elements)) / static_cast<double>(total);
     svg += fmt::format("<rect x=\"{:.1f}\" y=\"{}\" width=\"{:.1f}\" height=\"{}\" fill=\"{}\" stroke=\"#333\"/>\n", x,
-                       top, w, height, segments[i].label.empty() ? "#dddddd" : colours[i % 6]);
+                       top, w, height, segments[i].label.empty() ? "#dddddd" : sf::demo::region_fill(i));
     for (const std::int64_t cut : segments[i].cuts) {
       const double cx = x + w * static_cast<double>(cut) / static_cast<double>(segments[i].elements);
       svg += fmt::format("<line x1=\"{0:.1f}\" x2=\"{0:.1f}\" y1=\"{1}\" y2=\"{2}\" stroke=\"white\"/>\n", cx, top,

@@ -188,6 +188,11 @@ std::string line_chart_svg(const std::vector<Series>& series, const std::string&
   return svg + "</svg>\n";
 }
 
+const char* region_fill(std::size_t i) {
+  static const char* const kFills[] = {"#9ecae1", "#fdae6b", "#a1d99b", "#bcbddc", "#fc9272", "#c7e9c0"};
+  return kFills[i % 6];
+}
+
 std::filesystem::path write_output(const std::filesystem::path& out_dir, const std::string& name,
                                    const std::string& text) {
   std::filesystem::create_directories(out_dir);

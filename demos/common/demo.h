@@ -38,6 +38,9 @@ struct Series {
 std::string line_chart_svg(const std::vector<Series>& series, const std::string& title, const std::string& x_label,
                            const std::string& y_label);
 
+// Pale fills for the i-th of several regions of a picture (blocks of a grid, buckets, slices), cycling after six.
+const char* region_fill(std::size_t i);
+
 // Writes `text` to out_dir/name atomically, prints "wrote <path>", returns the path.
 std::filesystem::path write_output(const std::filesystem::path& out_dir, const std::string& name,
                                    const std::string& text);
