@@ -37,6 +37,23 @@ TEST_CASE("every named block builds; each single change differs from the 2017 bl
          l.positions == PositionKind::rope && l.n_kv_heads == l.n_heads / 4 && !l.bias && l.tie_embeddings));
 }
 
+// Before it learns, a model should know nothing: every token about as likely, a loss near ln V. A tied output
+// read without 1/sqrt(D) gives each position's own input token a logit near sqrt(D) (docs/12_modern_lm.md,
+// "Tying the embeddings"): at D 64 the loss starts near 8 nats where ln 200 is 5.3.
+TEST_CASE("every block's untrained loss is within 0.5 nats of ln V (tied logits are scaled)", "[ch12]") {
+  for (const std::string& name : lm_config_names()) {
+    LMConfig c = tiny(name);
+    c.vocab = 200;
+    c.d_model = 64;
+    Generator gen(3);
+    LanguageModel model(c, gen);
+    TokenStream s;
+    for (std::int64_t i = 0; i < 4 * 16 * 8 + 1; ++i) s.ids.push_back((i * 7919 + 13) % 200);  // every id, unordered
+    INFO(name);
+    CHECK(std::abs(lm_loss(model, sequential_windows(s, 4, 16, 8)) - std::log(200.0)) < 0.5);
+  }
+}
+
 TEST_CASE("the KV cache gives the full forward's logits, a prompt, a chunk and single tokens at a time", "[ch12]") {
   for (const std::string name : {"2017", "2017+learned", "llama", "2017+mqa"}) {
     Generator gen(2);

@@ -78,7 +78,7 @@ class LanguageModel(torch.nn.Module):
         x = self.tokens(ids) * math.sqrt(self.d)
         for block in self.blocks:
             x = block(x, future)
-        return self.final_norm(x) @ self.tokens.weight.T
+        return (self.final_norm(x) * (1 / math.sqrt(self.d))) @ self.tokens.weight.T
 
 
 def main():
