@@ -135,14 +135,18 @@ std::string heatmap_svg(const Tensor& matrix, const std::vector<std::string>& ro
 std::string line_chart_svg(const std::vector<Series>& series, const std::string& title, const std::string& x_label,
                            const std::string& y_label) {
   static const char* const kColours[] = {"#08306b", "#d94801", "#238b45", "#6a51a3", "#cb181d", "#737373"};
-  const int W = 640, H = 360, left = 60, right = 20, top = 40, bottom = 45;
+  static const char* const kDashes[] = {"", " stroke-dasharray=\"6 3\"", " stroke-dasharray=\"1.5 2.5\""};
+  std::size_t longest = 0;  // the legend's column, right of the plot: a line, then names of ~7 px a character
+  for (const Series& s : series) longest = std::max(longest, display_width(s.name));
+  const int legend = series.size() > 1 ? 36 + 7 * static_cast<int>(longest) : 0;
+  const int W = 640 + legend, H = 360, left = 60, right = 20 + legend, top = 40, bottom = 45;
   std::string svg = fmt::format(
       "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" font-family=\"sans-serif\" "
       "font-size=\"12\">\n"
       "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n<text x=\"{}\" y=\"22\" font-size=\"14\">{}</text>\n",
       W, H, left, escape_xml(title));
   auto x_of = [](const Series& s, std::size_t i) { return s.x.empty() ? double(i + 1) : s.x[i]; };
-  double x_lo = INFINITY, x_hi = -INFINITY, lo = 0.0, hi = 1e-9;
+  double x_lo = INFINITY, x_hi = -INFINITY, lo = INFINITY, hi = -INFINITY;
   for (const Series& s : series) {
     if (!s.x.empty() && s.x.size() != s.values.size())
       throw std::invalid_argument(fmt::format("line_chart_svg: series '{}' has {} x values for {} values", s.name,
@@ -153,6 +157,9 @@ std::string line_chart_svg(const std::vector<Series>& series, const std::string&
     }
   }
   if (!(x_lo <= x_hi)) return svg + "</svg>\n";
+  const double margin = hi > lo ? 0.05 * (hi - lo) : std::max(1e-9, 0.05 * std::abs(hi));
+  lo = lo >= 0.0 && lo - margin < 0.0 ? 0.0 : lo - margin;  // a margin below; 0 if it would cross it
+  hi += margin;
   auto px = [&](double v) { return left + (W - left - right) * (x_hi > x_lo ? (v - x_lo) / (x_hi - x_lo) : 0.0); };
   auto py = [&](double v) { return top + (H - top - bottom) * (1.0 - (v - lo) / (hi - lo)); };
   svg += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"#888\"/>\n", left, H - bottom, W - right,
@@ -175,15 +182,17 @@ std::string line_chart_svg(const std::vector<Series>& series, const std::string&
                      (top + H - bottom) / 2, (top + H - bottom) / 2, escape_xml(y_label));
   for (std::size_t k = 0; k < series.size(); ++k) {
     const char* colour = kColours[k % std::size(kColours)];
-    svg += fmt::format("<polyline fill=\"none\" stroke=\"{}\" stroke-width=\"1.5\" points=\"", colour);
+    const char* dash = kDashes[k / std::size(kColours) % std::size(kDashes)];
+    svg += fmt::format("<polyline fill=\"none\" stroke=\"{}\" stroke-width=\"1.5\"{} points=\"", colour, dash);
     for (std::size_t i = 0; i < series[k].values.size(); ++i)
       svg += fmt::format("{:.1f},{:.1f} ", px(x_of(series[k], i)), py(series[k].values[i]));
     svg += "\"/>\n";
-    if (series.size() > 1)  // a legend, top right
+    if (legend)  // a line of the series' colour and dash, then its name
       svg += fmt::format(
-          "<rect x=\"{}\" y=\"{}\" width=\"12\" height=\"3\" fill=\"{}\"/><text x=\"{}\" y=\"{}\">{}</text>\n",
-          W - right - 190, top + 6 + 16 * static_cast<int>(k), colour, W - right - 172,
-          top + 11 + 16 * static_cast<int>(k), escape_xml(series[k].name));
+          "<line x1=\"{0}\" y1=\"{1}\" x2=\"{2}\" y2=\"{1}\" stroke=\"{3}\" stroke-width=\"1.5\"{4}/>"
+          "<text x=\"{5}\" y=\"{6}\">{7}</text>\n",
+          W - legend, top + 8 + 16 * static_cast<int>(k), W - legend + 20, colour, dash, W - legend + 26,
+          top + 12 + 16 * static_cast<int>(k), escape_xml(series[k].name));
   }
   return svg + "</svg>\n";
 }

@@ -27,9 +27,10 @@ std::string heatmap_svg(const Tensor& matrix, const std::vector<std::string>& ro
                         const std::vector<std::string>& col_labels, const std::string& title);
 
 // A line chart of one or more named curves (e.g. loss curves), with x ticks, a title, axis labels and, for
-// several curves, a legend. A series without x values is drawn against 1..n (steps); one with x values
-// (as many as values) against those, so a validation loss measured every 100 steps shares the training
-// loss's axis.
+// several curves, a legend to the right of the plot. A series without x values is drawn against 1..n (steps);
+// one with x values (as many as values) against those, so a validation loss measured every 100 steps shares
+// the training loss's axis. The value axis spans the data (from 0 only where the data reaches it), so curves
+// 0.04 apart stay apart; six colours, then the same six dashed, then dotted.
 struct Series {
   std::string name;
   std::vector<double> values;

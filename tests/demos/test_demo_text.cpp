@@ -40,3 +40,54 @@ TEST_CASE("format_matrix: rows labelled in any script line up", "[demos]") {
   REQUIRE(widths.size() == 4);                               // the header and three rows
   for (const std::size_t w : widths) CHECK(w == 8 + 7 * 2);  // a label column of 8, then 7 per value
 }
+
+namespace {
+
+// The polylines' y coordinates and stroke styles, in drawing order.
+struct Line {
+  std::string style;  // stroke colour and dash
+  std::vector<double> ys;
+};
+std::vector<Line> polylines(const std::string& svg) {
+  std::vector<Line> lines;
+  for (auto at = svg.find("<polyline"); at != std::string::npos; at = svg.find("<polyline", at + 1)) {
+    const std::string element = svg.substr(at, svg.find("/>", at) - at);
+    const auto points = element.find("points=\"");
+    Line line{element.substr(0, points), {}};
+    std::istringstream in(element.substr(points + 8));
+    double x, y;
+    char comma;
+    while (in >> x >> comma >> y) line.ys.push_back(y);
+    lines.push_back(line);
+  }
+  return lines;
+}
+
+}  // namespace
+
+TEST_CASE("line_chart_svg: the value axis spans the data, every curve has its own look, the legend is outside",
+          "[demos]") {
+  // Eleven curves 0.004 apart, falling from 1.7 to 1.6 bits/byte as the ablation's do: on an axis from 0 the
+  // last points would lie 0.6 px apart; on the data's span, 7 px.
+  std::vector<demo::Series> series;
+  for (int k = 0; k < 11; ++k) series.push_back({"block " + std::to_string(k), {1.7 + 0.004 * k, 1.6 + 0.004 * k}});
+  const std::string svg = demo::line_chart_svg(series, "t", "step", "bits/byte");
+  const std::vector<Line> lines = polylines(svg);
+  REQUIRE(lines.size() == 11);
+  INFO("a value axis from 0 puts curves 0.004 apart within a pixel of each other");
+  CHECK(lines[1].ys[1] - lines[0].ys[1] < -3.0);  // SVG y grows downwards: the higher value, the smaller y
+  for (std::size_t a = 0; a < lines.size(); ++a)
+    for (std::size_t b = a + 1; b < lines.size(); ++b) {
+      INFO("curves " << a << " and " << b << " look alike: " << lines[a].style);
+      CHECK(lines[a].style != lines[b].style);
+    }
+  const auto plot_right = 640 - 20;  // the plot's width; the legend starts right of it
+  for (auto at = svg.find("<text x=\""); at != std::string::npos; at = svg.find("<text x=\"", at + 1))
+    if (svg.compare(svg.find('>', at) + 1, 6, "block ") == 0) {
+      INFO("a legend entry inside the plot, over the curves: " << svg.substr(at, 60));
+      CHECK(std::stod(svg.substr(at + 9)) > plot_right);
+    }
+  // Data that reaches 0 keeps 0 on the axis (a learning rate warming up from 0); data above it is not pushed off.
+  const std::vector<Line> warmup = polylines(demo::line_chart_svg({{"lr", {0.0, 0.5, 1.0}}}, "t", "step", "lr"));
+  CHECK(warmup[0].ys[0] == 360 - 45);  // the bottom of the plot
+}
