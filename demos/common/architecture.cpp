@@ -383,11 +383,10 @@ std::string language_model_figure(const LMConfig& cfg, const Dims& d) {
     last = g.node(norm, Kind::norm);
     g.edge(y, last, io);
   }
-  const std::string head = g.node(
-      cfg.tie_embeddings
-          ? fmt::format("h E^T / sqrt({}): the token embedding, tied ({} x {})", cfg.d_model, cfg.vocab, cfg.d_model)
-          : fmt::format("Linear {} -> {}", cfg.d_model, cfg.vocab),
-      Kind::linear);
+  const std::string head =
+      g.node(cfg.tie_embeddings ? fmt::format("h E^T: the token embedding, tied ({} x {})", cfg.vocab, cfg.d_model)
+                                : fmt::format("Linear {} -> {}", cfg.d_model, cfg.vocab),
+             Kind::linear);
   g.edge(last, head, io);
   const std::string logits = g.node("logits: position t predicts token t + 1", Kind::tensor);
   g.edge(head, logits, shape({d.batch, d.target, num(cfg.vocab)}));

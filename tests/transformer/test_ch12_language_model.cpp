@@ -37,10 +37,10 @@ TEST_CASE("every named block builds; each single change differs from the 2017 bl
          l.positions == PositionKind::rope && l.n_kv_heads == l.n_heads / 4 && !l.bias && l.tie_embeddings));
 }
 
-// Before it learns, a model should know nothing: every token about as likely, a loss near ln V. A tied output
-// read without 1/sqrt(D) gives each position's own input token a logit near sqrt(D) (docs/12_modern_lm.md,
+// Before it learns, a model should know nothing: every token about as likely, a loss near ln V. Tied token
+// vectors started at N(0, 1/D) give each position's own input token a logit near sqrt(D) (docs/12_modern_lm.md,
 // "Tying the embeddings"): at D 64 the loss starts near 8 nats where ln 200 is 5.3.
-TEST_CASE("every block's untrained loss is within 0.5 nats of ln V (tied logits are scaled)", "[ch12]") {
+TEST_CASE("every block's untrained loss is within 0.5 nats of ln V (a tied embedding starts small)", "[ch12]") {
   for (const std::string& name : lm_config_names()) {
     LMConfig c = tiny(name);
     c.vocab = 200;

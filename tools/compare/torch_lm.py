@@ -11,7 +11,7 @@ The pieces: RMSNorm y = x / sqrt(mean(x^2) + eps) * g (Zhang & Sennrich 2019); S
 x W_value) (Shazeer 2020); RoPE on q and k (Su et al. 2021), pairs (i, i + Dh/2) for "half", (2i, 2i+1) for
 "adjacent"; grouped-query attention, query head h reading key/value head h // (H / Hkv) (Ainslie et al. 2023);
 pre-norm blocks, a final RMSNorm, no biases, the output projection tied to the token embedding, which is read
-times sqrt(D) and projected back at 1/sqrt(D).
+times sqrt(D).
 """
 import json
 import math
@@ -76,7 +76,7 @@ def forward(p, ids, meta, pairing):
         gate, value = h @ w("feed_forward.w_gate.weight").T, h @ w("feed_forward.w_value.weight").T
         x = x + (torch.nn.functional.silu(gate) * value) @ w("feed_forward.w_out.weight").T
     x = rms_norm(x, p["final_norm.weight"], eps)
-    return (x * (1 / math.sqrt(D))) @ p["tokens.weight"].T
+    return x @ p["tokens.weight"].T
 
 
 def main():

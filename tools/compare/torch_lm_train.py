@@ -68,7 +68,7 @@ class LanguageModel(torch.nn.Module):
         super().__init__()
         self.d = d
         self.tokens = torch.nn.Embedding(vocab, d)
-        torch.nn.init.normal_(self.tokens.weight, 0, d ** -0.5)
+        torch.nn.init.normal_(self.tokens.weight, 0, 0.02)  # tied, so GPT-2's init (language_model.cpp)
         self.blocks = torch.nn.ModuleList(Block(d, heads, kv_heads, hidden) for _ in range(layers))
         self.final_norm = RMSNorm(d)
 
@@ -78,7 +78,7 @@ class LanguageModel(torch.nn.Module):
         x = self.tokens(ids) * math.sqrt(self.d)
         for block in self.blocks:
             x = block(x, future)
-        return (self.final_norm(x) * (1 / math.sqrt(self.d))) @ self.tokens.weight.T
+        return self.final_norm(x) @ self.tokens.weight.T
 
 
 def main():

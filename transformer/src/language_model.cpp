@@ -93,10 +93,13 @@ LanguageModel::LanguageModel(const LMConfig& c, Generator& gen) : cfg(c) {
   if (c.vocab < 1 || c.n_layers < 1 || c.max_len < 1)
     throw ValueError(fmt::format("LanguageModel: vocab {}, n_layers {} and max_len {} must be positive", c.vocab,
                                  c.n_layers, c.max_len));
-  // Token vectors N(0, 1/D), read times sqrt(D) (as 2017's section 3.4 and Gemma): unit-size inputs. The tied
-  // output projection reads them back at 1/sqrt(D) (forward): unit-size logits.
+  // Token vectors N(0, 1/D), read times sqrt(D) (as 2017's section 3.4 and Gemma): unit-size inputs. Tied, they
+  // start at N(0, 0.02^2), GPT-2's init for its tied matrix: read back as the output projection, N(0, 1/D) vectors
+  // would give each position's own input token a logit near sqrt(D), an untrained loss near 16 nats at D 256
+  // where ln V is 7.6 (docs/12_modern_lm.md, "Tying the embeddings").
   tokens = register_module("tokens", std::make_shared<nn::Embedding>(c.vocab, c.d_model, std::nullopt, gen));
-  nn::init::normal_(tokens->weight, 0.0, 1.0 / std::sqrt(static_cast<double>(c.d_model)), gen);
+  const double token_std = c.tie_embeddings ? 0.02 : 1.0 / std::sqrt(static_cast<double>(c.d_model));
+  nn::init::normal_(tokens->weight, 0.0, token_std, gen);
   if (c.positions == PositionKind::learned) {
     positions = register_module("positions", std::make_shared<nn::Embedding>(c.max_len, c.d_model, std::nullopt, gen));
     nn::init::normal_(positions->weight, 0.0, 0.02, gen);  // GPT-2's
@@ -126,12 +129,8 @@ Tensor LanguageModel::forward(const Tensor& ids, KVCache* cache) {
   for (std::int64_t i = 0; i < cfg.n_layers; ++i)
     x = (*blocks)[static_cast<std::size_t>(i)](x, cache ? &cache->layers[static_cast<std::size_t>(i)] : nullptr);
   if (final_norm) x = (*final_norm)(x);
-  if (lm_head) return (*lm_head)(x);  // [B, T, V]
-  // Tied: the logits are x E^T / sqrt(D), the input matrix read the other way (Press & Wolf 2017), scaled as
-  // Mesh TensorFlow's T5 does. Unscaled, the untrained model would give its own input token a logit near
-  // sqrt(D) (x holds e_t times sqrt(D), and the final norm keeps |x| = sqrt(D)): 15.5 nats at D 256 where
-  // ln V is 7.6 (docs/12_modern_lm.md, "Tying the embeddings").
-  return matmul(x * (1.0 / std::sqrt(static_cast<double>(cfg.d_model))), transpose(tokens->weight, 0, 1));
+  // Tied: the logits are x E^T, the same matrix read the other way (Press & Wolf 2017).
+  return lm_head ? (*lm_head)(x) : matmul(x, transpose(tokens->weight, 0, 1));  // [B, T, V]
 }
 
 }  // namespace stepformer::transformer
