@@ -97,6 +97,11 @@ const ToyData& toy_data() {
   return data;
 }
 
+namespace {
+// The pictures' 12 px sans-serif text takes about 7 px a column: room for a label of `columns` columns.
+int text_px(std::size_t columns) { return 7 * static_cast<int>(columns); }
+}  // namespace
+
 std::string heatmap_svg(const Tensor& matrix, const std::vector<std::string>& rows,
                         const std::vector<std::string>& cols, const std::string& title) {
   const std::int64_t R = matrix.size(0), C = matrix.size(1);
@@ -104,9 +109,9 @@ std::string heatmap_svg(const Tensor& matrix, const std::vector<std::string>& ro
   const double lo = *std::min_element(v.begin(), v.end()), hi = *std::max_element(v.begin(), v.end());
   std::size_t widest = 0;  // row labels are right-aligned at the grid's left edge: leave room for the longest
   for (const auto& r : rows) widest = std::max(widest, display_width(r));
-  const int cell = C > 40 ? 8 : 36, left = rows.empty() ? 10 : std::max(70, 7 * static_cast<int>(widest) + 16),
+  const int cell = C > 40 ? 8 : 36, left = rows.empty() ? 10 : std::max(70, text_px(widest) + 16),
             top = 50 + (cols.empty() ? 0 : 20);
-  const int width = std::max(left + static_cast<int>(C) * cell + 20, left + 7 * static_cast<int>(title.size()) + 20);
+  const int width = std::max(left + static_cast<int>(C) * cell + 20, left + text_px(title.size()) + 20);
   const int height = top + static_cast<int>(R) * cell + 20;
   std::string svg = fmt::format(
       "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" font-family=\"sans-serif\" "
@@ -136,9 +141,9 @@ std::string line_chart_svg(const std::vector<Series>& series, const std::string&
                            const std::string& y_label) {
   static const char* const kColours[] = {"#08306b", "#d94801", "#238b45", "#6a51a3", "#cb181d", "#737373"};
   static const char* const kDashes[] = {"", " stroke-dasharray=\"6 3\"", " stroke-dasharray=\"1.5 2.5\""};
-  std::size_t longest = 0;  // the legend's column, right of the plot: a line, then names of ~7 px a character
+  std::size_t longest = 0;  // the legend's column, right of the plot: a line, then the names
   for (const Series& s : series) longest = std::max(longest, display_width(s.name));
-  const int legend = series.size() > 1 ? 36 + 7 * static_cast<int>(longest) : 0;
+  const int legend = series.size() > 1 ? 36 + text_px(longest) : 0;
   const int W = 640 + legend, H = 360, left = 60, right = 20 + legend, top = 40, bottom = 45;
   std::string svg = fmt::format(
       "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" font-family=\"sans-serif\" "
