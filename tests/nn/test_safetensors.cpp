@@ -260,8 +260,8 @@ TEST_CASE("a writer killed in the middle of saves leaves the last file whole and
   const pid_t child = ::fork();
   REQUIRE(child >= 0);
   if (child == 0) {  // saves of 64 MB, over and over, until killed
-    // On the CPU whatever the device under test: a forked child cannot use its parent's CUDA context (on the
-    // H200 its first allocation failed, and the child, unwinding into Catch2, ran the remaining tests).
+    // On the CPU whatever the device under test: a forked child cannot use its parent's CUDA context (its first
+    // allocation fails, and the child, unwinding into Catch2, would run the remaining tests).
     try {
       const Tensor big = zeros({16 * 1024 * 1024}, {DType::float32, kCPU});
       for (int i = 0; i < 1000; ++i) nn::save_safetensors(path, {{"w", big}});

@@ -70,7 +70,8 @@ Tensor split_heads(const Tensor& x, std::int64_t H) {
 Tensor merge_heads(const Tensor& x) {
   // EXERCISE 2.4 (continued)
   const std::int64_t B = x.size(0), H = x.size(1), T = x.size(2), Dh = x.size(3);
-  // The permuted tensor is not contiguous, so this reshape copies (seed 002 called view() here; docs/seeds.md).
+  // The permuted tensor is not contiguous, so this reshape copies; view() refuses it (a walkthrough's mistake,
+  // docs/seeds.md).
   return reshape(permute(x, {0, 2, 1, 3}), {B, T, H * Dh});  // [B, H, T, Dh] -> [B, T, H, Dh] -> [B, T, D]
   // END EXERCISE
 }

@@ -18,7 +18,8 @@ Tensor sinusoidal_table(std::int64_t max_len, std::int64_t d_model) {
     for (std::int64_t col = 0; col < d_model; ++col) {
       // EXERCISE 1.1 (5 points): PE(pos, 2i) = sin(pos / 10000^(2i/d_model)), PE(pos, 2i+1) = cos of the same angle
       // Columns 2i and 2i+1 share the frequency 1 / 10000^(2i / d_model). `2i` is the even column itself,
-      // not 2 * col: seed 003 (docs/seeds.md) doubled it and got the wrong frequencies.
+      // not 2 * col: doubling it gives every pair the frequency of a column twice as far (a walkthrough's mistake,
+      // docs/seeds.md).
       const std::int64_t two_i = col - col % 2;
       const double angle =
           static_cast<double>(pos) / std::pow(10000.0, static_cast<double>(two_i) / static_cast<double>(d_model));

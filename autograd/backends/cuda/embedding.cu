@@ -5,7 +5,7 @@
 //   (i, c) of the flat grid copies table[ids[i], c]; a warp copies 32 consecutive columns of one row.
 // scatter-add: deterministic. Repeated ids add into one row; atomicAdd would add them in the order the
 //   threads arrive, which on a GPU changes from run to run in the last bits (a resumed training run then
-//   differs from an uninterrupted one: seen on an H100). So the host sorts the positions by id, stably
+//   differs from an uninterrupted one). So the host sorts the positions by id, stably
 //   (the ids are few: one per token of the batch), and one thread per (distinct id, column) adds that id's
 //   gradient rows in position order — the CPU's and the reference's order, so all three agree to the bit.
 //   PyTorch's CUDA embedding backward also sorts, on the device.

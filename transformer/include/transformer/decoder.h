@@ -34,7 +34,7 @@ class DecoderLayer : public nn::CallableModule<DecoderLayer> {
 
   std::shared_ptr<MultiHeadAttention> self_attn, cross_attn;
   std::shared_ptr<PositionwiseFeedForward> ffn;
-  std::shared_ptr<AddNorm> norm_self, norm_cross, norm_ffn;  // three, each its own (seed 003 shared one)
+  std::shared_ptr<AddNorm> norm_self, norm_cross, norm_ffn;  // three: each sublayer's output has its own scale
 };
 
 struct DecoderOutput {
