@@ -161,6 +161,54 @@ TEST_CASE("an in-place change to a tensor saved for backward is detected", "[ch0
   REQUIRE_THROWS_WITH_ALL(sum(e).backward(), InplaceError, "exp");
 }
 
+// Each op checks the versions of exactly the tensors its backward reads: a write to one of them is an error, a write
+// to an input it does not read is not.
+TEST_CASE("matmul's backward checks only the operand it reads", "[ch00][engine][errors]") {
+  Tensor w = f64({1.0, 2.0, 3.0, 4.0}, {2, 2}).set_requires_grad();
+  Tensor x = f64({1.0, -1.0, 2.0, 0.5}, {2, 2});  // needs no gradient, so dw = x^T g reads x and not w
+  Tensor y = sum(matmul(x, w));
+  {
+    NoGradGuard no_grad;
+    fill_(w, 7.0);  // w is not read by the backward
+  }
+  y.backward();
+  CHECK(w.grad().at({0, 0}) == 3.0);  // column sums of x: 1 + 2, -1 + 0.5
+  CHECK(w.grad().at({1, 1}) == -0.5);
+
+  Tensor y2 = sum(matmul(x, w));
+  fill_(x, 0.0);  // x is read
+  REQUIRE_THROWS_WITH_ALL(y2.backward(), InplaceError, "backward of 'matmul'", "modified in place");
+}
+
+TEST_CASE("max's backward checks its own output, which it compares the input with", "[ch00][engine][errors]") {
+  Tensor a = f64({1.0, 5.0, 3.0}, {3}).set_requires_grad();
+  Tensor m = max(a, {0}, /*keepdim=*/true);
+  Tensor loss = sum(m);
+  {
+    NoGradGuard no_grad;
+    fill_(m, 3.0);  // the gradient would now go to the 3, not to the 5
+  }
+  REQUIRE_THROWS_WITH_ALL(loss.backward(), InplaceError, "backward of 'max'", "modified in place");
+}
+
+TEST_CASE("layer_norm's backward does not read its bias; flash_attention's reads its mask", "[ch00][engine][errors]") {
+  Tensor x = f64({1.0, 2.0, 4.0, 8.0}, {2, 2}).set_requires_grad();
+  Tensor w = f64({1.0, 1.0}, {2}).set_requires_grad(), b = f64({0.0, 0.0}, {2}).set_requires_grad();
+  Tensor y = sum(layer_norm(x, w, b) * f64({1.0, 3.0}, {2}));
+  {
+    NoGradGuard no_grad;
+    fill_(b, 1.0);
+  }
+  y.backward();
+  CHECK(b.grad().at({1}) == 6.0);  // 3 per row, two rows
+
+  Tensor q = f64({0.1, 0.2, 0.3, 0.4}, {1, 1, 2, 2}).set_requires_grad();
+  Tensor blocked = gt(f64({0.0, 1.0, 0.0, 0.0}, {1, 1, 2, 2}), f64({0.5}, {1}));  // query 0 cannot see key 1
+  Tensor z = sum(flash_attention(q, q, q, blocked, 1.0));
+  fill_(blocked, 0.0);  // the backward would recompute other weights than the forward used
+  REQUIRE_THROWS_WITH_ALL(z.backward(), InplaceError, "backward of 'attention'", "modified in place");
+}
+
 TEST_CASE("in-place writes to tensors that require grad are refused while grad mode is on", "[ch00][engine][errors]") {
   Tensor w = f64({1.0, 2.0}, {2}).set_requires_grad();
   REQUIRE_THROWS_WITH_ALL(fill_(w, 0.0), AutogradError, "fill_", "NoGradGuard");

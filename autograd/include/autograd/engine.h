@@ -57,7 +57,8 @@ struct Node {
 
 // Called by every differentiable op after computing `out`: if grad mode is on and some input requires
 // grad, gives `out` a Node holding `backward` and an edge per input. `saved` are the tensors the formulas
-// read; backward checks that none was modified in place since.
+// read, the very handles `backward` captured (so an input the formulas do not read is not listed): backward
+// checks that none was modified in place since.
 void record(Op op, Tensor& out, const std::vector<Tensor>& inputs, BackwardFn backward,
             const std::vector<Tensor>& saved = {});
 

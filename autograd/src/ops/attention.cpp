@@ -52,7 +52,7 @@ Tensor flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, const 
                                            o.desc(), lse.desc(), mask, cfg);
            return {dq, dk, dv};
          },
-         {qc, kc, vc, o});
+         {qc, kc, vc, o, keep_mask});
   return out;
 }
 

@@ -80,7 +80,7 @@ Tensor mul(const Tensor& a, const Tensor& b) {
                    b_needs ? sum_to(mul(g, sa), sb.shape()) : Tensor()};
            // END EXERCISE
          },
-         {a, b});
+         {sa, sb});
   return out;
 }
 
@@ -93,7 +93,7 @@ Tensor div(const Tensor& a, const Tensor& b) {
            return {a_needs ? sum_to(div(g, sb), sa.shape()) : Tensor(),
                    b_needs ? sum_to(neg(div(mul(g, sa), mul(sb, sb))), sb.shape()) : Tensor()};
          },
-         {a, b});
+         {sa, sb});
   return out;
 }
 
@@ -108,7 +108,7 @@ Tensor neg(const Tensor& a) {
 Tensor pow(const Tensor& a, double p) {
   Tensor out = floating_unary("pow", UnaryOp::pow, a, p);
   const Tensor sa = a.detach();
-  record(Op::pow, out, {a}, [sa, p](const Tensor& g) -> Gradients { return {mul(g, pow(sa, p - 1.0) * p)}; }, {a});
+  record(Op::pow, out, {a}, [sa, p](const Tensor& g) -> Gradients { return {mul(g, pow(sa, p - 1.0) * p)}; }, {sa});
   return out;
 }
 
@@ -122,7 +122,7 @@ Tensor exp(const Tensor& a) {
 Tensor log(const Tensor& a) {
   Tensor out = floating_unary("log", UnaryOp::log, a);
   const Tensor sa = a.detach();
-  record(Op::log, out, {a}, [sa](const Tensor& g) -> Gradients { return {div(g, sa)}; }, {a});
+  record(Op::log, out, {a}, [sa](const Tensor& g) -> Gradients { return {div(g, sa)}; }, {sa});
   return out;
 }
 

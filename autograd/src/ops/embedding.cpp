@@ -44,7 +44,7 @@ Tensor embedding(const Tensor& weight, const Tensor& ids, std::optional<std::int
            g.backend().scatter_add_rows(grad.desc(), rows.desc(), saved_ids.desc(), skip);
            return {grad};
          },
-         {ids});
+         {saved_ids});
   return out;
 }
 

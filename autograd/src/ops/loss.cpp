@@ -60,7 +60,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, std::int64_t i
     };
   }
   record(Op::cross_entropy, out, {logits},
-         [grad_of_logits](const Tensor& g) -> Gradients { return {grad_of_logits(g)}; }, {logits, targets});
+         [grad_of_logits](const Tensor& g) -> Gradients { return {grad_of_logits(g)}; }, {sx, st});
   return out;
 }
 

@@ -43,7 +43,7 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
                                             sw.defined() ? sw.desc() : none);
            return {dx, dw, db};
          },
-         {xc, w, b});
+         {sx, sw});
   return y;
 }
 

@@ -91,7 +91,7 @@ Tensor max(const Tensor& a, const std::vector<std::int64_t>& dims, bool keepdim)
            const Tensor count = sum(hit, dims, true);   // [kept]
            return {mul(hit, as_keepdim(g, kept) / count)};
          },
-         {a});
+         {sa, y});
   return out;
 }
 
