@@ -5,7 +5,7 @@
 // backward (the device's live allocations with the graph alive: what grows with T).
 // --layer runs instead a training step (forward and backward, dropout 0.1) of one encoder layer used as a
 // decoder-only layer (the causal mask as its mask), d_model 512, 8 heads, d_ff 2048, batch 1, at one length, with
-// the composite (KeepAttentionWeights) or flash attention, and prints the step's time and the process's peak
+// the composite (need_weights) or flash attention, and prints the step's time and the process's peak
 // RSS: one process per point, so that each peak is its own.
 //
 //   build/bench/bin/attention_bench [--device cpu|cuda|cuda-sim|reference] [--threads N] [--max-len T]
@@ -16,7 +16,6 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
-#include <optional>
 #include <string>
 
 #include "autograd/autograd.h"
@@ -44,8 +43,7 @@ int layer_step(const std::string& which, std::int64_t T, Device dev) {
   const Tensor x = randn({1, T, cfg.d_model}, gen, {DType::float32, dev, true});
   const Tensor g = randn({1, T, cfg.d_model}, gen, {DType::float32, dev});
   const Tensor causal = transformer::subsequent_mask(T, dev);
-  std::optional<transformer::KeepAttentionWeights> keep;
-  if (which == "composite") keep.emplace();
+  layer.self_attn->need_weights = which == "composite";
   const double best = bench::best_seconds(
       [&] {
         const Tensor y = layer(x, causal).context;
@@ -78,7 +76,7 @@ int main(int argc, char** argv) {
   const Device dev = parse_device(device);
   if (!layer.empty()) return layer_step(layer, len, dev);
   const std::int64_t B = 1, H = 8, Dh = 64;
-  const double scale = 1.0 / std::sqrt(static_cast<double>(Dh));
+  const double scale = transformer::attention_scale(Dh);
   Backend& backend = backend_for(dev);
   fmt::print("attention, causal, batch {}, {} heads of {} (d_model {}), float32, on {} ({} CPU threads)\n", B, H, Dh,
              H * Dh, device, omp_get_max_threads());

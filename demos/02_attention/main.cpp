@@ -33,7 +33,7 @@ void three_by_three() {
   for (const bool causal : {false, true}) {
     const Attention a = scaled_dot_product_attention(q, k, v, causal ? subsequent_mask(3) : sf::Tensor{});
     fmt::print("softmax over each row{}\n{}", causal ? ", keys after the query blocked (-inf)" : "",
-               sf::demo::format_matrix(as_matrix(a.weights), pos, pos));
+               sf::demo::format_matrix(as_matrix(a.weights.tensor()), pos, pos));
     fmt::print("weights V{}\n{}", causal ? " (causal)" : "", sf::demo::format_matrix(as_matrix(a.context), pos, dims));
   }
   // The softmax's backward on row 0 (docs/02, "The softmax's gradient"): with dL/dp = (1, 0, 0), the
@@ -174,9 +174,9 @@ int main(int argc, char** argv) {
     const char* name;
     sf::Tensor blocked;
   } variants[] = {{"no mask", {}}, {"pad mask", pad}, {"subsequent mask", causal}};
+  mha.need_weights = true;  // the composite, which keeps the weights this section draws
   for (const auto& variant : variants) {
-    const KeepAttentionWeights keep;                                     // the weights, to draw them
-    const sf::Tensor w = mha.forward(x, x, x, variant.blocked).weights;  // [1, H, 8, 8]
+    const sf::Tensor w = mha.forward(x, x, x, variant.blocked).weights.tensor();  // [1, H, 8, 8]
     fmt::print("== head 0, {}: row = query, column = key; rows sum to 1\n", variant.name);
     const sf::Tensor head0 = sf::reshape(sf::narrow(w, 1, 0, 1), {8, 8});
     fmt::print("{}\n", sf::demo::format_matrix(head0, words, words));
@@ -191,16 +191,14 @@ int main(int argc, char** argv) {
   fmt::print(
       "With the pad mask the P column is exactly 0; with the subsequent mask everything above the\n"
       "diagonal is exactly 0 (a query never sees a later key).\n\n");
-  // Without KeepAttentionWeights the module calls flash_attention: the same context, no weights kept.
-  const sf::Tensor composite = [&] {
-    const KeepAttentionWeights keep;
-    return mha.forward(x, x, x, causal).context;
-  }();
+  // Without need_weights the module calls flash_attention: the same context, no weights kept.
+  const sf::Tensor composite = mha.forward(x, x, x, causal).context;
+  mha.need_weights = false;
   const Attention flash = mha.forward(x, x, x, causal);
   fmt::print(
       "flash attention (the module's default) against the composite, subsequent mask: max |diff| {:.1e}, "
       "weights kept: {}\n",
       sf::max(sf::relu(flash.context - composite) + sf::relu(composite - flash.context)).item(),
-      flash.weights.defined() ? "yes" : "none");
+      flash.weights.kept() ? "yes" : "none");
   return 0;
 }

@@ -26,12 +26,12 @@ int main(int argc, char** argv) {
   encoder.eval();
 
   const sf::Tensor src = data.src_ids();  // [3, 8]
-  const KeepAttentionWeights keep;        // the per-layer weights drawn below (flash attention stores none)
+  keep_attention_weights(encoder);        // the per-layer weights drawn below (flash attention stores none)
   const EncoderOutput out = encoder.forward(src);
   fmt::print("source ids {} -> memory {}; {} parameters in {} layers\n", sf::to_string(src.shape()),
              sf::to_string(out.memory.shape()), encoder.parameter_count(), cfg.n_layers);
   for (std::size_t l = 0; l < out.attention.size(); ++l) {
-    const sf::Tensor w = sf::reshape(sf::narrow(sf::narrow(out.attention[l], 0, 0, 1), 1, 0, 1), {8, 8});
+    const sf::Tensor w = sf::reshape(sf::narrow(sf::narrow(out.attention[l].tensor(), 0, 0, 1), 1, 0, 1), {8, 8});
     fmt::print("\n== layer {}, head 0, sentence 1 (the P column is 0: padding is masked)\n{}", l,
                sf::demo::format_matrix(w, data.src[0], data.src[0]));
     sf::demo::write_output(

@@ -28,7 +28,7 @@ int main(int argc, char** argv) {
   encoder.eval();
   decoder.eval();
 
-  const KeepAttentionWeights keep;  // the self- and cross-attention weights drawn below (flash stores none)
+  keep_attention_weights(decoder);  // the self- and cross-attention weights drawn below (flash stores none)
   const sf::Tensor src = sf::narrow(data.src_ids(), 0, 0, 1);       // [1, 8]: 我 有 一 个 好 朋 友 P
   const EncoderOutput encoded = encoder(src);                       // memory [1, 8, D] and the PAD mask
   const sf::Tensor a_ids = sf::narrow(data.tgt_in_ids(), 0, 0, 1);  // S I have a good friend .
@@ -45,8 +45,8 @@ int main(int argc, char** argv) {
   fmt::print("Positions 0-3 are identical: the subsequent mask keeps them from seeing position 4.\n");
 
   const auto& words = data.tgt_in[0];
-  const sf::Tensor self = sf::reshape(sf::narrow(a.self_attention[0], 1, 0, 1), {7, 7});
-  const sf::Tensor cross = sf::reshape(sf::narrow(a.cross_attention[0], 1, 0, 1), {7, 8});
+  const sf::Tensor self = sf::reshape(sf::narrow(a.self_attention[0].tensor(), 1, 0, 1), {7, 7});
+  const sf::Tensor cross = sf::reshape(sf::narrow(a.cross_attention[0].tensor(), 1, 0, 1), {7, 8});
   fmt::print("\n== layer 0, head 0: masked self-attention (upper triangle exactly 0)\n{}",
              sf::demo::format_matrix(self, words, words));
   sf::demo::write_output(common.out, "06_decoder_self_attention.svg",

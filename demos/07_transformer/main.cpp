@@ -139,10 +139,11 @@ int run_translate(Options o) {
     const auto tokens = tgt.vocab.decode(greedy_decode(model, b.src, {.max_len = max_output_length(b.src.size(1))})[0]);
     fmt::print("{}\n", join(tgt.words(tokens)));
     sf::NoGradGuard no_grad;  // the attention over the model's own tokens (pieces, for a subword model)
-    const KeepAttentionWeights keep;
+    keep_attention_weights(*model.decoder);
     const Batch with_tgt = make_batch({{p.src, tokens}}, src.vocab, tgt.vocab);
     const auto dec = (*model.decoder)(with_tgt.tgt_in, model.encode(with_tgt.src));
-    const sf::Tensor w = sf::mean(dec.cross_attention.back(), {1});
+    const sf::Tensor w = sf::mean(dec.cross_attention.back().tensor(), {1});
+    keep_attention_weights(*model.decoder, false);  // the next sentence decodes with flash attention again
     std::vector<std::string> rows{"<bos>"};
     rows.insert(rows.end(), tokens.begin(), tokens.end());
     fmt::print("{}", sf::demo::format_matrix(sf::reshape(w, {w.size(1), w.size(2)}), rows, p.src));

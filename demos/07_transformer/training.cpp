@@ -19,10 +19,11 @@ void write_pictures(const Options& o, const std::string& task, const Curves& cur
   // Cross-attention of the last decoder layer for one sample, averaged over heads.
   model.eval();
   sf::NoGradGuard no_grad;
-  const KeepAttentionWeights keep;  // the [T, S] weights this picture draws (flash attention stores none)
+  keep_attention_weights(*model.decoder);  // the [T, S] weights this picture draws (flash attention stores none)
   const Batch b = make_batch({sample}, sv, tv);
   const DecoderOutput dec = (*model.decoder)(b.tgt_in, model.encode(b.src));
-  const sf::Tensor w = sf::mean(dec.cross_attention.back(), {1});  // [1, T, S]
+  const sf::Tensor w = sf::mean(dec.cross_attention.back().tensor(), {1});  // [1, T, S]
+  keep_attention_weights(*model.decoder, false);
   std::vector<std::string> rows{"<bos>"};
   rows.insert(rows.end(), sample.tgt.begin(), sample.tgt.end());
   sf::demo::write_output(o.common.out, "07_" + task + "_attention.svg",

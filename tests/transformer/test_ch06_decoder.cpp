@@ -21,12 +21,10 @@ TEST_CASE("Decoder matches PyTorch: hidden states and every gradient, including 
   const DecoderOutput out = dec.forward(f.at("input.tgt"), encoded(memory, f.at("input.src")));
   CHECK(out.hidden.shape() == Shape{2, 7, 16});
   CHECK(close(out.hidden, f.at("output.hidden"), 1e-5, 1e-4));
-  CHECK_FALSE(out.cross_attention[0].defined());  // flash attention stores no weights
-  {
-    const KeepAttentionWeights keep;
-    CHECK(dec.forward(f.at("input.tgt"), encoded(memory, f.at("input.src"))).cross_attention[0].shape() ==
-          Shape{2, 2, 7, 8});
-  }
+  CHECK_FALSE(out.cross_attention[0].kept());  // flash attention stores no weights
+  keep_attention_weights(dec);
+  CHECK(dec.forward(f.at("input.tgt"), encoded(memory, f.at("input.src"))).cross_attention[0].tensor().shape() ==
+        Shape{2, 2, 7, 8});
   out.hidden.backward(f.at("dy.hidden"));
   check_parameter_grads(dec, f);
   CHECK(close(memory.grad(), f.at("grad.input.memory"), 1e-5, 1e-4));
@@ -47,12 +45,12 @@ TEST_CASE("causality: changing a later target token leaves earlier outputs uncha
 TEST_CASE("self-attention weights are causal; cross-attention ignores PAD source tokens", "[ch06]") {
   Decoder dec(small_config());
   Generator gen(5);
-  const KeepAttentionWeights keep;
+  keep_attention_weights(dec);
   const DecoderOutput out = dec.forward(ids({1, 3, 4, 5}, 1), encoded(randn({1, 3, 16}, gen), ids({4, 5, 0}, 1)));
-  const Tensor self = out.self_attention[0];  // [1, 2, 4, 4]
+  const Tensor self = out.self_attention[0].tensor();  // [1, 2, 4, 4]
   for (std::int64_t i = 0; i < 4; ++i)
     for (std::int64_t j = i + 1; j < 4; ++j) CHECK(self.at({0, 1, i, j}) == 0.0);
-  for (std::int64_t i = 0; i < 4; ++i) CHECK(out.cross_attention[1].at({0, 0, i, 2}) == 0.0);
+  for (std::int64_t i = 0; i < 4; ++i) CHECK(out.cross_attention[1].tensor().at({0, 0, i, 2}) == 0.0);
 }
 
 TEST_CASE("three distinct LayerNorms per decoder layer, each receiving gradient (seed 003 shared one)", "[ch06]") {

@@ -105,14 +105,21 @@ TEST_CASE("ex2.1: pad_mask is true at PAD keys, shaped [B, 1, 1, S]", "[ex2.1]")
   CHECK(pad_mask(ids({1, 2, 1}, 1), 1).to_vector<double>() == std::vector<double>{1, 0, 1});
 }
 
-TEST_CASE("ex2.2: subsequent_mask blocks exactly the later positions, shaped [1, 1, T, T]", "[ex2.2]") {
+TEST_CASE("ex2.2: subsequent_mask blocks exactly the later positions, shaped [1, 1, T, start + T]", "[ex2.2]") {
   const Tensor m = subsequent_mask(4);
   {
     INFO("[1, 1, T, T]: broadcast over the batch and the heads");
     CHECK(m.shape() == Shape{1, 1, 4, 4});
   }
-  INFO("query i sees keys 0 .. i, itself included: blocked exactly where j > i");
-  CHECK(m.to_vector<double>() == std::vector<double>{0, 1, 1, 1, 0, 0, 1, 1, 0, 0, 0, 1, 0, 0, 0, 0});
+  {
+    INFO("query i sees keys 0 .. i, itself included: blocked exactly where j > i");
+    CHECK(m.to_vector<double>() == std::vector<double>{0, 1, 1, 1, 0, 0, 1, 1, 0, 0, 0, 1, 0, 0, 0, 0});
+  }
+  // Two new queries after three cached keys (the KV cache of chapter 12): they sit at positions 3 and 4.
+  const Tensor shifted = subsequent_mask(2, default_device(), 3);
+  INFO("query i is at position start + i: after 3 cached keys, query 0 sees keys 0 .. 3 and query 1 all 5");
+  CHECK(shifted.shape() == Shape{1, 1, 2, 5});
+  CHECK(shifted.to_vector<double>() == std::vector<double>{0, 0, 0, 0, 1, 0, 0, 0, 0, 0});
 }
 
 TEST_CASE("ex2.3: scaled dot-product attention: weights, context, exact zeros where blocked", "[ex2.3]") {
@@ -121,19 +128,19 @@ TEST_CASE("ex2.3: scaled dot-product attention: weights, context, exact zeros wh
   const Tensor blocked = mask({0, 0, 0, 0, 1, 1, 0, 0, 0, 0, 0, 1}, {2, 1, 1, 6});  // PAD keys
   const Attention got = scaled_dot_product_attention(q, k, v, blocked);
   const Attention want = reference_attention(q, k, v, blocked);
-  const auto w = got.weights.to_vector<double>();
+  const auto w = got.weights.tensor().to_vector<double>();
   const auto b = expand(blocked, {2, 3, 5, 6}).to_vector<double>();
-  const Tensor unmasked_weights = reference_attention(q, k, v, Tensor()).weights;
-  const bool unmasked = max_abs_diff(got.weights, unmasked_weights) <= 1e-6;
+  const Tensor unmasked_weights = reference_attention(q, k, v, Tensor()).weights.tensor();
+  const bool unmasked = max_abs_diff(got.weights.tensor(), unmasked_weights) <= 1e-6;
   std::vector<double> zeroed_after = unmasked_weights.to_vector<double>();  // the unmasked softmax, then zeros
   for (std::size_t i = 0; i < zeroed_after.size(); ++i) zeroed_after[i] *= b[i] != 0 ? 0.0 : 1.0;
   {
-    INFO((max_abs_diff(got.weights, zeroed_after) <= 1e-6
+    INFO((max_abs_diff(got.weights.tensor(), zeroed_after) <= 1e-6
               ? mistake("mask-after-softmax",
                         "the blocked weights were zeroed after the softmax, so a row no longer sums to 1: "
                         "blocked scores get -inf before it, and the softmax shares the weight among the keys left")
               : std::string("each query's weights sum to 1 over the keys: softmax over the last dimension")));
-    CHECK(close(sum(got.weights, {-1}), ones({2, 3, 5}), 1e-6, 1e-6));
+    CHECK(close(sum(got.weights.tensor(), {-1}), ones({2, 3, 5}), 1e-6, 1e-6));
   }
   for (std::size_t i = 0; i < w.size(); ++i)
     if (b[i] != 0) {
@@ -145,14 +152,14 @@ TEST_CASE("ex2.3: scaled dot-product attention: weights, context, exact zeros wh
     }
   {
     INFO("weights = softmax(Q K^T / sqrt(d_k)); context = weights V");
-    CHECK(close(got.weights, want.weights, 1e-6, 1e-5));
+    CHECK(close(got.weights.tensor(), want.weights.tensor(), 1e-6, 1e-5));
     CHECK(close(got.context, want.context, 1e-6, 1e-5));
   }
   Generator g(31), replay = g;
   const Attention dropped = scaled_dot_product_attention(q, k, v, blocked, 0.5, true, g);
   {
     INFO("with dropout 0.5 in training: dropout on the attention weights, before they multiply V");
-    CHECK(close(dropped.context, matmul(dropout(want.weights, 0.5, true, replay), v), 1e-6, 1e-5));
+    CHECK(close(dropped.context, matmul(dropout(want.weights.tensor(), 0.5, true, replay), v), 1e-6, 1e-5));
   }
   // No mask at all (an undefined tensor, the default): every key is seen.
   Attention plain;
@@ -216,7 +223,7 @@ TEST_CASE("ex2.5: multi-head attention projects, splits, attends, merges and pro
   const Tensor got = with_dropout.forward(x, mem, mem, blocked).context;
   const Tensor qh = reference_split((*with_dropout.w_q)(x), 2), kh = reference_split((*with_dropout.w_k)(mem), 2);
   const Tensor vh = reference_split((*with_dropout.w_v)(mem), 2);
-  const Tensor w = dropout(reference_attention(qh, kh, vh, blocked).weights, 0.5, true, replay);
+  const Tensor w = dropout(reference_attention(qh, kh, vh, blocked).weights.tensor(), 0.5, true, replay);
   const Tensor ctx = reshape(contiguous(permute(matmul(w, vh), {0, 2, 1, 3})), {2, 4, 8});
   INFO("with dropout 0.5 in training: the module's dropout goes to the attention weights");
   CHECK(close(got, (*with_dropout.w_o)(ctx), 1e-5, 1e-5));

@@ -11,6 +11,8 @@
 
 namespace stepformer::transformer {
 
+double attention_scale(std::int64_t d_k) { return 1.0 / std::sqrt(static_cast<double>(d_k)); }
+
 Attention scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& blocked,
                                        double dropout_p, bool training, Generator& gen) {
   if (q.dim() < 2 || k.dim() != q.dim() || v.dim() != q.dim() || q.size(-1) != k.size(-1) || k.size(-2) != v.size(-2))
@@ -19,11 +21,7 @@ Attention scaled_dot_product_attention(const Tensor& q, const Tensor& k, const T
                     "[..., Tk, Dh], [..., Tk, Dv]",
                     to_string(q.shape()), to_string(k.shape()), to_string(v.shape())));
   // EXERCISE 2.3 (6 points): weights = softmax(Q K^T / sqrt(d_k)) with blocked keys at -inf; context = weights V.
-  const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
-  // "We suspect that for large values of d_k, the dot products grow large in magnitude, pushing the
-  // softmax function into regions where it has extremely small gradients. To counteract this effect, we
-  // scale the dot products by 1/sqrt(d_k)."
-  Tensor scores = matmul(q, transpose(k, -2, -1)) * scale;  // [B, H, Tq, Tk]
+  Tensor scores = matmul(q, transpose(k, -2, -1)) * attention_scale(q.size(-1));  // [B, H, Tq, Tk]
   if (blocked.defined()) scores = masked_fill(scores, blocked, -std::numeric_limits<double>::infinity());
   const Tensor weights = softmax(scores, -1);                                    // [B, H, Tq, Tk]
   const Tensor context = matmul(dropout(weights, dropout_p, training, gen), v);  // [B, H, Tq, Dh]
@@ -39,11 +37,17 @@ Tensor pad_mask(const Tensor& ids, std::int64_t pad_id) {
   // END EXERCISE
 }
 
-Tensor subsequent_mask(std::int64_t T, Device device) {
-  // EXERCISE 2.2 (4 points): true where the key position j is after the query position i, shaped [1, 1, T, T].
-  const Tensor j = view(arange(T, {DType::int64, device}), {1, T});  // key positions    [1, T]
-  const Tensor i = view(arange(T, {DType::int64, device}), {T, 1});  // query positions  [T, 1]
-  return view(gt(j, i), {1, 1, T, T});                               // blocked where j > i
+Tensor subsequent_mask(std::int64_t T, Device device, std::int64_t start) {
+  if (T < 1 || start < 0)
+    throw ValueError(
+        fmt::format("subsequent_mask: needs T >= 1 queries and start >= 0 earlier keys, got T = {}, "
+                    "start = {}",
+                    T, start));
+  // EXERCISE 2.2 (4 points): true where key position j is after query i's position start + i; [1, 1, T, start + T].
+  const std::int64_t S = start + T;
+  const Tensor j = view(arange(S, {DType::int64, device}), {1, S});            // key positions    [1, S]
+  const Tensor i = view(arange(start, S, 1, {DType::int64, device}), {T, 1});  // query positions  [T, 1]
+  return view(gt(j, i), {1, 1, T, S});                                         // blocked where j > i
   // END EXERCISE
 }
 
@@ -53,12 +57,34 @@ Tensor decoder_mask(const Tensor& tgt_ids, std::int64_t pad_id) {
   // END EXERCISE
 }
 
-namespace {
-thread_local int weights_kept = 0;
+const Tensor& AttentionWeights::tensor() const {
+  if (!weights_.defined())
+    throw ValueError(
+        "attention weights: none were kept: MultiHeadAttention ran flash_attention, which never stores the "
+        "[B, H, Tq, Tk] weights; set its need_weights (keep_attention_weights(model) sets every layer's) to run "
+        "the composite, which keeps them");
+  return weights_;
 }
-KeepAttentionWeights::KeepAttentionWeights() { ++weights_kept; }
-KeepAttentionWeights::~KeepAttentionWeights() { --weights_kept; }
-bool attention_weights_kept() { return weights_kept > 0; }
+
+namespace {
+int set_need_weights(nn::Module& m, bool keep) {
+  int found = 0;
+  if (auto* attention = dynamic_cast<MultiHeadAttention*>(&m)) {
+    attention->need_weights = keep;
+    ++found;
+  }
+  for (const auto& [name, child] : m.named_children()) found += set_need_weights(*child, keep);
+  return found;
+}
+}  // namespace
+
+void keep_attention_weights(nn::Module& model, bool keep) {
+  if (set_need_weights(model, keep) == 0)
+    throw ValueError(
+        fmt::format("keep_attention_weights: '{}' holds no MultiHeadAttention (chapter 12's "
+                    "GroupedQueryAttention always runs flash_attention)",
+                    model.path()));
+}
 
 Tensor split_heads(const Tensor& x, std::int64_t H) {
   // EXERCISE 2.4 (5 points): [B, T, D] -> [B, H, T, D/H], and back in merge_heads below.
@@ -112,11 +138,9 @@ Attention MultiHeadAttention::attend(const Tensor& query, const Tensor& k, const
 
 Attention MultiHeadAttention::heads_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                               const Tensor& blocked) {
-  if (attention_weights_kept())
-    return scaled_dot_product_attention(q, k, v, blocked, attn_dropout, is_training(), *gen_);
+  if (need_weights) return scaled_dot_product_attention(q, k, v, blocked, attn_dropout, is_training(), *gen_);
   // The same softmax(Q K^T / sqrt(d_k)) V, with the same dropout mask drawn from the same generator state.
-  const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
-  return {flash_attention(q, k, v, blocked, scale, false, attn_dropout, is_training(), *gen_), Tensor()};
+  return {flash_attention(q, k, v, blocked, attention_scale(d_head), false, attn_dropout, is_training(), *gen_), {}};
 }
 
 }  // namespace stepformer::transformer

@@ -18,7 +18,7 @@ EncoderLayer::EncoderLayer(const Config& cfg, Generator& gen) {
 
 Attention EncoderLayer::forward(const Tensor& x, const Tensor& src_blocked) {
   // EXERCISE 5.1 (6 points, needs 2.3 2.4 2.5 3.1 4.1): self-attention then feed-forward, each wrapped in add & norm.
-  Tensor weights;  // [B, H, S, S], returned, never stored on the module
+  AttentionWeights weights;  // [B, H, S, S] when kept, returned, never stored on the module
   const Tensor h = (*norm_attn)(x, [&](const Tensor& t) {
     Attention a = (*self_attn)(t, t, t, src_blocked);  // queries, keys and values all from x
     weights = a.weights;

@@ -9,10 +9,29 @@
 
 namespace stepformer::transformer {
 
-struct Attention {
-  Tensor context;  // [B, H, Tq, Dh] (from scaled_dot_product_attention) or [B, Tq, D] (from MultiHeadAttention)
-  Tensor weights;  // [B, H, Tq, Tk]: each row sums to 1 over the keys it may see, blocked keys exactly 0
+// The weights [B, H, Tq, Tk] of one attention, when the path that computed it kept them: chapter 02's composite
+// keeps them, flash_attention stores none. Reading them where none were kept is an error that says how to get
+// them, never an undefined tensor passed on; passing them along (a layer returning its attention's) is free.
+class AttentionWeights {
+ public:
+  AttentionWeights() = default;
+  AttentionWeights(Tensor weights) : weights_(std::move(weights)) {}  // NOLINT(google-explicit-constructor)
+  bool kept() const { return weights_.defined(); }
+  const Tensor& tensor() const;  // ValueError when none were kept
+
+ private:
+  Tensor weights_;
 };
+
+struct Attention {
+  Tensor context;            // [B, H, Tq, Dh] (scaled_dot_product_attention) or [B, Tq, D] (MultiHeadAttention)
+  AttentionWeights weights;  // [B, H, Tq, Tk]: each row sums to 1 over the keys it may see, blocked keys exactly 0
+};
+
+// "We suspect that for large values of d_k, the dot products grow large in magnitude, pushing the softmax
+// function into regions where it has extremely small gradients. To counteract this effect, we scale the dot
+// products by 1/sqrt(d_k)" (3.2.1). Every attention here, composite or flash, scales by this.
+double attention_scale(std::int64_t d_k);
 
 // "Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k)) V" (section 3.2.1, equation 1). Blocked positions get
 // -inf before the softmax, so their weight is exactly 0. `dropout` (on the weights, as the annotated
@@ -24,23 +43,13 @@ Attention scaled_dot_product_attention(const Tensor& q, const Tensor& k, const T
 // Keys that are PAD: ids [B, S] -> bool [B, 1, 1, S].
 Tensor pad_mask(const Tensor& ids, std::int64_t pad_id);
 // "masking out (setting to -inf) all values in the input of the softmax which correspond to illegal
-// connections" (3.2.3): position i may not see j > i. -> bool [1, 1, T, T].
-Tensor subsequent_mask(std::int64_t T, Device device = default_device());
+// connections" (3.2.3): a position may not see the positions after it. T queries at positions start ..
+// start + T - 1 against keys 0 .. start + T - 1 -> bool [1, 1, T, start + T]: query i blocks key j > start + i.
+// start = 0 is the square mask of training; start > 0 puts the queries after `start` cached keys (chapter 12's
+// KV cache). flash_attention's `causal` flag is the start = 0 mask, computed inside the kernel.
+Tensor subsequent_mask(std::int64_t T, Device device = default_device(), std::int64_t start = 0);
 // The decoder's self-attention mask: PAD keys or future positions. tgt ids [B, T] -> bool [B, 1, T, T].
 Tensor decoder_mask(const Tensor& tgt_ids, std::int64_t pad_id);
-
-// While one lives on this thread, MultiHeadAttention computes the [B, H, Tq, Tk] weights (chapter 02's
-// composite) and returns them, for the demos that draw them; otherwise it calls flash_attention (ops.h), which
-// gives the same context without ever storing the weights, and Attention::weights is undefined (PyTorch's
-// need_weights=False, which its TransformerEncoderLayer passes too).
-class KeepAttentionWeights {
- public:
-  KeepAttentionWeights();
-  ~KeepAttentionWeights();
-  KeepAttentionWeights(const KeepAttentionWeights&) = delete;
-  KeepAttentionWeights& operator=(const KeepAttentionWeights&) = delete;
-};
-bool attention_weights_kept();
 
 // [B, T, D] -> [B, H, T, Dh] and back (a view and a permute; merging copies once, via reshape).
 Tensor split_heads(const Tensor& x, std::int64_t n_heads);
@@ -53,7 +62,7 @@ class MultiHeadAttention : public nn::CallableModule<MultiHeadAttention> {
   MultiHeadAttention(std::int64_t d_model, std::int64_t n_heads, double dropout = 0.0,
                      Generator& gen = default_generator());
   // query [B, Tq, D], key and value [B, Tk, D], blocked broadcastable to [B, H, Tq, Tk].
-  // Returns context [B, Tq, D] and weights [B, H, Tq, Tk] (undefined unless KeepAttentionWeights lives).
+  // Returns context [B, Tq, D] and, when need_weights is set, the weights [B, H, Tq, Tk].
   Attention forward(const Tensor& query, const Tensor& key, const Tensor& value, const Tensor& blocked = {});
 
   // The two halves of forward, for decoding with a cache: keys and values projected and split into heads
@@ -62,15 +71,24 @@ class MultiHeadAttention : public nn::CallableModule<MultiHeadAttention> {
   Tensor value_heads(const Tensor& value);
   Attention attend(const Tensor& query, const Tensor& k_heads, const Tensor& v_heads, const Tensor& blocked = {});
   // The attention of the heads q, k, v [B, H, T, Dh], with this module's dropout: flash_attention, or
-  // scaled_dot_product_attention with its weights while KeepAttentionWeights lives.
+  // scaled_dot_product_attention and its weights when need_weights is set.
   Attention heads_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& blocked = {});
 
   std::int64_t d_model, n_heads, d_head;
   double attn_dropout;
+  // Which kernel runs: false (the default) calls flash_attention, which gives the same context without ever
+  // storing the [B, H, Tq, Tk] weights, so Attention::weights holds none; true runs chapter 02's composite and
+  // returns them (the demos that draw them, the tests that read them). PyTorch's need_weights, with the
+  // default its TransformerEncoderLayer passes (False) rather than MultiheadAttention.forward's (True).
+  bool need_weights = false;
   std::shared_ptr<nn::Linear> w_q, w_k, w_v, w_o;  // each [D, D] with bias
 
  private:
   Generator* gen_;
 };
+
+// Sets need_weights on every MultiHeadAttention inside `model` (itself included), for a program that reads the
+// weights of whole encoders and decoders. ValueError when `model` holds none.
+void keep_attention_weights(nn::Module& model, bool keep = true);
 
 }  // namespace stepformer::transformer

@@ -23,9 +23,9 @@ class DecoderLayer : public nn::CallableModule<DecoderLayer> {
  public:
   explicit DecoderLayer(const Config& cfg, Generator& gen = default_generator());
   struct Output {
-    Tensor y;              // [B, T, D]
-    Tensor self_weights;   // [B, H, T, T]
-    Tensor cross_weights;  // [B, H, T, S]
+    Tensor y;                        // [B, T, D]
+    AttentionWeights self_weights;   // [B, H, T, T]
+    AttentionWeights cross_weights;  // [B, H, T, S]
   };
   // x [B, T, D], memory [B, S, D], tgt_blocked [B, 1, T, T] (pad | future), src_blocked [B, 1, 1, S].
   Output forward(const Tensor& x, const Tensor& memory, const Tensor& tgt_blocked, const Tensor& src_blocked);
@@ -38,9 +38,9 @@ class DecoderLayer : public nn::CallableModule<DecoderLayer> {
 };
 
 struct DecoderOutput {
-  Tensor hidden;                        // [B, T, D]
-  std::vector<Tensor> self_attention;   // per layer, [B, H, T, T] (the weights: only while KeepAttentionWeights
-  std::vector<Tensor> cross_attention;  // per layer, [B, H, T, S]  lives; flash attention keeps none)
+  Tensor hidden;                                  // [B, T, D]
+  std::vector<AttentionWeights> self_attention;   // per layer, [B, H, T, T]  (kept when need_weights is set:
+  std::vector<AttentionWeights> cross_attention;  // per layer, [B, H, T, S]   keep_attention_weights)
 };
 
 class Decoder : public nn::CallableModule<Decoder> {

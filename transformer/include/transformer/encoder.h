@@ -27,9 +27,9 @@ class EncoderLayer : public nn::CallableModule<EncoderLayer> {
 // which the decoder's cross-attention needs too (one mask, built once per source batch, also while
 // decoding token by token).
 struct EncoderOutput {
-  Tensor memory;                  // [B, S, D]
-  std::vector<Tensor> attention;  // per layer, [B, H, S, S]; undefined unless KeepAttentionWeights lives
-  Tensor src_blocked;             // bool [B, 1, 1, S], true at PAD keys
+  Tensor memory;                            // [B, S, D]
+  std::vector<AttentionWeights> attention;  // per layer, [B, H, S, S], kept when need_weights is set
+  Tensor src_blocked;                       // bool [B, 1, 1, S], true at PAD keys
 };
 
 // "The encoder is composed of a stack of N = 6 identical layers" (3.1): identical in shape, separate in
