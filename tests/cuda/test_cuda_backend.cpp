@@ -164,26 +164,34 @@ TEST_CASE("cuda: reductions match the CPU over any dims, through a block reducti
   }
 }
 
-TEST_CASE("cuda: GEMM v1, v2 and v3 each match the CPU", "[cuda]") {
+// The GEMM ladder's versions by operand type: v1-v3 multiply float32 and float64, v3 and v4 bfloat16 (float32
+// products, as autocast's matmuls), so every version of ladders.h's count runs here.
+namespace {
+bool gemm_multiplies(int version, DType operands) { return operands == DType::bfloat16 ? version >= 3 : version <= 3; }
+}  // namespace
+
+TEST_CASE("cuda: GEMM: every version of the ladder matches the CPU", "[cuda]") {
   const Device dev = device_under_test();
   const Ladders ladder = ladders_of(dev);
   struct Dims {
     std::int64_t m, n, k;
   };
-  for (const DType dt : {DType::float32, DType::float64}) {
+  for (const DType dt : {DType::float32, DType::float64, DType::bfloat16}) {
+    const DType c_dt = dt == DType::bfloat16 ? DType::float32 : dt;
     for (const Dims d : {Dims{1, 1, 1}, Dims{17, 33, 9}, Dims{65, 70, 130}, Dims{3, 5, 0}}) {
       for (int version = 1; version <= cuda_sim::kGemmVersions; ++version) {
+        if (!gemm_multiplies(version, dt)) continue;
         for (const bool hard : {false, true}) {
           DYNAMIC_SECTION(dtype_name(dt) << " v" << version << " " << d.m << "x" << d.n << "x" << d.k
                                          << (hard ? ": a^T, b^T, batch of 3 with a broadcast, beta 0.5" : "")) {
             // hard: both operands transposed views, a batch where a has stride 0, c read back (beta != 0).
-            const Tensor a = hard ? T(cpu_input({d.k, d.m}, 1, dt)) : cpu_input({d.m, d.k}, 1, dt);
-            const Tensor b = hard ? T(cpu_input({d.n, d.k}, 2, dt)) : cpu_input({d.k, d.n}, 2, dt);
+            const Tensor a = (hard ? T(cpu_input({d.k, d.m}, 1, c_dt)) : cpu_input({d.m, d.k}, 1, c_dt)).to(dt);
+            const Tensor b = (hard ? T(cpu_input({d.n, d.k}, 2, c_dt)) : cpu_input({d.k, d.n}, 2, c_dt)).to(dt);
             const std::int64_t batch = hard ? 3 : 1;
             const Tensor b3 = contiguous(expand(unsqueeze(b, 0), {batch, d.k, d.n})) * 0.5;
             const double alpha = 1.25, beta = hard ? 0.5 : 0.0;
             // With beta == 0 the kernel must not read c (BLAS semantics): fill it with NaN to prove it.
-            const Tensor c0 = hard ? cpu_input({batch, d.m, d.n}, 3, dt) : full({batch, d.m, d.n}, NAN, {dt, kCPU});
+            const Tensor c0 = hard ? cpu_input({batch, d.m, d.n}, 3, c_dt) : full({batch, d.m, d.n}, NAN, {c_dt, kCPU});
 
             Tensor expected = contiguous(c0 * 1.0);
             backend_for(kCPU).gemm(expected.desc(), expand(unsqueeze(a, 0), {batch, d.m, d.k}).desc(), b3.desc(), alpha,
@@ -199,10 +207,18 @@ TEST_CASE("cuda: GEMM v1, v2 and v3 each match the CPU", "[cuda]") {
       }
     }
   }
-  CHECK_THROWS_AS(
-      ladder.gemm(4, empty({2, 2}, {DType::float32, dev}).desc(), empty({2, 2}, {DType::float32, dev}).desc(),
-                  empty({2, 2}, {DType::float32, dev}).desc(), 1, 0),
-      ValueError);
+  const auto any = [&](DType dt) { return empty({2, 2}, {dt, dev}).desc(); };
+  {
+    // With the sections above (each version up to the count runs and matches), the count is exact.
+    INFO("ladders.h's kGemmVersions is the number of versions gemm_version runs: one more is no version");
+    CHECK_THROWS_AS(
+        ladder.gemm(cuda_sim::kGemmVersions + 1, any(DType::float32), any(DType::bfloat16), any(DType::bfloat16), 1, 0),
+        ValueError);
+    CHECK_THROWS_AS(ladder.gemm(0, any(DType::float32), any(DType::float32), any(DType::float32), 1, 0), ValueError);
+  }
+  INFO("a version given operands it does not multiply names them");
+  CHECK_THROWS_AS(ladder.gemm(4, any(DType::float32), any(DType::float32), any(DType::float32), 1, 0), DTypeError);
+  CHECK_THROWS_AS(ladder.gemm(1, any(DType::float32), any(DType::bfloat16), any(DType::bfloat16), 1, 0), DTypeError);
 }
 
 TEST_CASE("cuda: every version of the softmax, row-sum and transpose ladders matches the CPU", "[cuda]") {

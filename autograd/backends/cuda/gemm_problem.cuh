@@ -1,6 +1,6 @@
 #pragma once
-// What the CUDA GEMM kernels share (gemm.cu: v1-v3; gemm_tensor_cores.cu: v4): the problem read off the
-// operands' descriptors, the batch walk, and the store of one element of c.
+// What the CUDA GEMM kernels share (gemm_ladder.cu: v1, v2; gemm.cu: v3; gemm_tensor_cores.cu: v4): the problem read
+// off the operands' descriptors, the batch walk, and the store of one element of c.
 #include "device_utils.cuh"
 
 namespace stepformer::STEPFORMER_CUDA_NS {
@@ -42,6 +42,8 @@ __device__ __forceinline__ void store(TC* c, T acc, T alpha, T beta) {
 
 inline unsigned tiles(std::int64_t n, int tile) { return static_cast<unsigned>((n + tile - 1) / tile); }
 
+// v3 (gemm.cu): register blocking; float32 or float64 operands, or bfloat16 ones widened as they are staged.
+void gemm_register_blocked(const Problem& p, DType c_dtype, DType ab_dtype, double alpha, double beta);
 // v4 (gemm_tensor_cores.cu): bfloat16 a and b, a float32 or bfloat16 c, on the tensor cores.
 void gemm_tensor_cores(const Problem& p, DType c_dtype, double alpha, double beta);
 

@@ -1,6 +1,7 @@
-// GEMM v4, on the tensor cores: c = alpha a b + beta c with bfloat16 a and b, float32 sums, a float32 or
-// bfloat16 c (the products of autocast's matmuls; gemm.cu picks it on an A100 or newer, and on cuda-sim,
-// which emulates mma.sync).
+// GEMM v4, on the tensor cores, the fourth rung of the GEMM ladder (gemm_ladder.cu): c = alpha a b + beta c with
+// bfloat16 a and b, float32 sums, a float32 or bfloat16 c (the products of autocast's matmuls; gemm.cu picks it
+// on an A100 or newer, and on cuda-sim, which emulates mma.sync). Run it alone with `build/cudasim-check/bin/
+// cuda_tests "cuda: GEMM: every version of the ladder matches the CPU"` (its v4 sections).
 //
 // The block's 128 x 128 tile of c is split among 8 warps, each owning 64 x 32 of it as 4 x 4 fragments of
 // 16 x 8 in registers. Per step along K the block stages 32 of k of both operands in shared memory as pairs
@@ -18,6 +19,7 @@
 // - otherwise one element at a time, with bounds checks (odd K, odd strides, unaligned views).
 // Not here yet (the next rungs, as in CUTLASS): ldmatrix, cp.async into several stages, Hopper's wgmma.
 #include <algorithm>
+#include <string>
 
 #include "gemm_problem.cuh"
 
@@ -182,6 +184,11 @@ Operand operand(const TensorDesc& d, std::int64_t rows, std::int64_t ld_r, std::
 }  // namespace
 
 void gemm_tensor_cores(const Problem& p, DType c_dtype, double alpha, double beta) {
+  if (p.a.dtype != DType::bfloat16 || p.b.dtype != DType::bfloat16 ||
+      (c_dtype != DType::float32 && c_dtype != DType::bfloat16))
+    throw DTypeError(std::string("cuda gemm v4: needs bfloat16 operands and a float32 or bfloat16 product, got ") +
+                     std::string(dtype_name(p.a.dtype)) + ", " + std::string(dtype_name(p.b.dtype)) + " and " +
+                     std::string(dtype_name(c_dtype)));
   const Operand oa = operand(p.a, p.m, p.lda_m, p.lda_k, p.k);
   const Operand ob = operand(p.b, p.n, p.ldb_n, p.ldb_k, p.k);
   const dim3 grid(tiles(p.n, kTile), tiles(p.m, kTile),
