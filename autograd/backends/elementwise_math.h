@@ -285,7 +285,7 @@ STEPFORMER_MATH_FN void adam_element(T& param, T grad, T& m, T& v, const AdamSte
 // cross_entropy_forward and _backward computes lse, sum_x and p_c its own way (its mapping) and these formulas.
 STEPFORMER_MATH_FN double smoothed_cross_entropy(bool ignored, double x_target, double sum_x, double lse, double C,
                                                  double smoothing) {
-  // EXERCISE 7.2 (4 points, needs 0.4): an ignored (PAD) row adds 0; else (1-s) * -log p[target] + s * mean of -log p
+  // EXERCISE 7.2: an ignored (PAD) row adds 0; else (1-s) * -log p[target] + s * mean of -log p
   if (ignored) return 0.0;
   const double nll = -(x_target - lse);
   return (1 - smoothing) * nll - smoothing / C * (sum_x - C * lse);

@@ -128,7 +128,7 @@ void record(Op op, Tensor& out, const std::vector<Tensor>& inputs, BackwardFn ba
 
 // --- backward ----------------------------------------------------------------------------------------------
 std::vector<Node*> topological_order(Node* root) {
-  // EXERCISE 0.4 (5 points): every node reachable from root, root first, each before the nodes it sends gradients to.
+  // EXERCISE 0.4: every node reachable from root, root first, each before the nodes it sends gradients to.
   std::vector<Node*> order;  // post-order: every node after all nodes it sends gradients to
   std::unordered_set<Node*> seen{root};
   std::vector<std::pair<Node*, std::size_t>> stack{{root, 0}};  // node, next edge to visit
@@ -268,7 +268,7 @@ void Tensor::backward(const Tensor& grad, bool retain_graph) const {
       }
       auto [slot, fresh] = pending.try_emplace(e.to.get(), gi);
       if (!fresh) {  // e.to already holds a gradient from another consumer of the same tensor
-        // EXERCISE 0.5 (3 points, needs 0.4): a tensor read by several ops: its gradient is the sum of theirs.
+        // EXERCISE 0.5: a tensor read by several ops: its gradient is the sum of theirs.
         slot->second = add(slot->second, gi);
         // END EXERCISE
       }

@@ -107,7 +107,7 @@ void DataParallel::on_gradient(std::size_t k) {
         "DataParallel: parameter '{}' got a second gradient before synchronize_gradients(); run one backward per "
         "step and synchronize after it",
         params_[k].first));
-  // EXERCISE 10.1 (5 points, needs 0.1 0.2 0.5): pack(k); with overlap, start full buckets in order, next_to_start_ on
+  // EXERCISE 10.1: pack(k); with overlap, start full buckets in order, next_to_start_ on
   pack(k);
   if (!o_.overlap) return;
   while (next_to_start_ < buckets_.size() && ready_count_[next_to_start_] == buckets_[next_to_start_].params.size()) {

@@ -40,7 +40,7 @@ ZeroAdam::ZeroAdam(nn::NamedTensors params, Communicator& comm, nn::Adam::Option
     total_ += p.numel();
   }
   const std::int64_t ranks = comm_.size();
-  // EXERCISE 10.4 (3 points): equal slices covering all total_ elements: shard_ each, rank r's from r * shard_
+  // EXERCISE 10.4: equal slices covering all total_ elements: shard_ each, rank r's from r * shard_
   shard_ = std::max<std::int64_t>(1, (total_ + ranks - 1) / ranks);  // ceil: the last slice is padded, never short
   begin_ = shard_ * comm_.rank();
   // END EXERCISE
@@ -115,7 +115,7 @@ void ZeroAdam::step() {
   comm_.wait_all();
   // 2. The global norm: each rank's slice holds a disjoint part of the summed gradient.
   if (clip_norm_ > 0) {
-    // EXERCISE 10.3 (4 points, needs 0.1 0.2 0.5 10.4): norm_ = 2-norm of the whole summed gradient; clip as
+    // EXERCISE 10.3: norm_ = 2-norm of the whole summed gradient; clip as
     // clip_grad_norm_
     norm_ = std::sqrt(comm_.all_reduce_sum(sum_of_squares(grad_shard_)));
     const double coef = clip_norm_ / (norm_ + 1e-6);

@@ -7,7 +7,7 @@
 namespace stepformer::nn {
 
 double NoamSchedule::operator()(std::int64_t step) const {
-  // EXERCISE 7.3 (4 points): lr = factor * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5) (paper 5.3).
+  // EXERCISE 7.3: lr = factor * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5) (paper 5.3).
   const double s = static_cast<double>(std::max<std::int64_t>(step, 1));
   const double w = static_cast<double>(warmup);
   return factor * std::pow(static_cast<double>(d_model), -0.5) * std::min(std::pow(s, -0.5), s * std::pow(w, -1.5));

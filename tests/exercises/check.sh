@@ -42,7 +42,7 @@ fresh_commands() {
 stub_sources() {
   local trees=(autograd nn transformer distributed tests) marked headers names found
   includers() { [ -z "$names" ] || (cd "$fresh" && grep -rlE "#include [\"<]([^\">]*/)?($names)[\">]" "${trees[@]}" "$@" || true); }
-  marked=$(cd "$fresh" && grep -rlE '^ *// EXERCISE [0-9]+\.[0-9]+ \(' "${trees[@]}")
+  marked=$(cd "$fresh" && grep -rlE '^ *// EXERCISE [0-9]+\.[0-9]+[: ]' "${trees[@]}")
   headers=$(grep -E '\.(h|cuh)$' <<<"$marked" | { grep -v '/bfloat16\.h$' || true; } | sort -u)
   while :; do
     names=$(for h in $headers; do basename "$h"; done | sort -u | sed 's/\./\\./g' | paste -sd'|')
@@ -79,9 +79,9 @@ syntax=$!
 guide=$fresh/WORKSPACE.md
 ! grep -nE '\.(cpp|h|cu|cuh):[0-9]+' "$guide" || { echo "FAILED: $guide cites line numbers"; exit 1; }
 rows=0
-while IFS='|' read -r _ number _ file functions _; do
+while IFS='|' read -r _ number _ _ file functions _; do
   number=$(echo $number) file=$(echo "$file" | tr -d '` ')
-  [ -f "$fresh/$file" ] && grep -q "// EXERCISE $number (" "$fresh/$file" ||
+  [ -f "$fresh/$file" ] && grep -q "// EXERCISE $number:" "$fresh/$file" ||
     { echo "FAILED: WORKSPACE.md: exercise $number's marker is not in $file"; exit 1; }
   for f in $(echo "$functions" | grep -o '`[^`]*`' | tr -d '`'); do
     # a definition at the left margin: after its return type, or first on the line (a constructor)

@@ -10,8 +10,8 @@
 - tests      a code-font name after the word "test" is (part of) a TEST_CASE or CTest name
 - commands   `./run X` names a branch of ./run; `NAME --flag ...` for a program in --bin runs `NAME
              [subcommand] --help`, which must succeed and list every --flag the doc uses
-- exercises  every exercise table's points (and exercises.md's needs) are the marker's in the source, and
-             exercises.md lists every marked exercise
+- exercises  every exercise table's points (and exercises.md's needs) are those of tools/exercises/exercises.txt,
+             and exercises.md lists every exercise of it
 - chapters   every chapter opens with what the reader will be able to do after it
 - numbers    a section that quotes a benchmark's time or rate names the machine it ran on and the
              command that measured it
@@ -197,12 +197,13 @@ class Checker:
             paragraph_start = n
 
     def exercises(self, doc, text):
+        # Points and needs from the exercise table (tools/exercises/exercises.txt), which the exercises tool
+        # holds to the EXERCISE markers in the sources.
         markers = {}
-        for p in (ROOT / d for d in ("autograd", "nn", "transformer", "distributed")):
-            for f in p.rglob("*"):
-                if f.suffix in {".cpp", ".h", ".cu", ".cuh"}:
-                    for m in re.finditer(r"EXERCISE (\d+\.\d+) \((\d+) points?(?:, needs ([\d. ]+))?\)", f.read_text()):
-                        markers[m.group(1)] = (m.group(2), sorted((m.group(3) or "").split()))
+        for line in (ROOT / "tools/exercises/exercises.txt").read_text().split("\n"):
+            fields = line.split()
+            if fields and not fields[0].startswith("#"):
+                markers[fields[0]] = (fields[1], sorted(fields[2:]))
         listed = set()
         for n, line in enumerate(text.split("\n"), 1):
             row = re.match(r"\| (\d+\.\d+) \| (\d+) \|([^|]*)\|", line)
@@ -211,15 +212,15 @@ class Checker:
             number, points, needs = row.group(1), row.group(2), sorted(row.group(3).split())
             listed.add(number)
             if number not in markers:
-                self.report(doc, n, f"exercise {number}: no EXERCISE marker in the source")
+                self.report(doc, n, f"exercise {number}: not in tools/exercises/exercises.txt")
             elif points != markers[number][0]:
-                self.report(doc, n, f"exercise {number}: {points} points here, {markers[number][0]} in the source")
+                self.report(doc, n, f"exercise {number}: {points} points here, {markers[number][0]} in the exercise table")
             elif doc.name == "exercises.md" and needs != markers[number][1]:
                 self.report(doc, n, f"exercise {number}: needs {' '.join(needs) or 'nothing'} here, "
-                                    f"{' '.join(markers[number][1]) or 'nothing'} in the source")
+                                    f"{' '.join(markers[number][1]) or 'nothing'} in the exercise table")
         if doc.name == "exercises.md":
             for number in sorted(set(markers) - listed):
-                self.report(doc, 0, f"exercise {number} is marked in the source but not in the table")
+                self.report(doc, 0, f"exercise {number} is in the exercise table but not in this one")
 
     def shell_blocks(self, doc, text):
         """Each line of a ```sh block is a command too (after its # comment is cut off)."""

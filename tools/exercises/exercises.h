@@ -2,12 +2,13 @@
 // Exercises in the reference sources (docs/exercises.md): parsing the markers, writing a workspace,
 // grading a build.
 //
-//   // EXERCISE 2.3 (4 points, needs 2.1 2.2): scores = Q K^T / sqrt(d_k); blocked keys get -inf
+//   // EXERCISE 2.3: scores = Q K^T / sqrt(d_k); blocked keys get -inf
 //   ... the reference solution ...
 //   // END EXERCISE
 //
 // An exercise may have several regions (e.g. the two gradients of mul); the first region's header carries
-// the points and hint, later ones repeat the number: `// EXERCISE 0.1 (continued)`.
+// the hint, later ones repeat the number: `// EXERCISE 0.1 (continued)`. Points and needs live in the table,
+// tools/exercises/exercises.txt (kTable): the markers stay where the learner writes, the grading data here.
 #include <filesystem>
 #include <map>
 #include <string>
@@ -40,8 +41,11 @@ struct Exercise {
 std::string read_text(const std::filesystem::path& p);
 [[noreturn]] void fail_at(const std::filesystem::path& file, int line, const std::string& what);
 
-// Every exercise under root's library folders (autograd, nn, transformer), in number order.
-// Throws std::runtime_error naming the file and line for a malformed, nested or unterminated marker.
+inline constexpr const char* kTable = "tools/exercises/exercises.txt";  // relative to the root
+
+// Every exercise under root's library folders (autograd, nn, transformer, distributed), in number order, with
+// its points and needs from root's kTable. Throws std::runtime_error naming the file and line for a malformed,
+// nested or unterminated marker, a marker without a table row, a row without a marker, an unknown need.
 std::vector<Exercise> find_exercises(const std::filesystem::path& root);
 
 // The bug bank (tools/exercises/bank/chNN.txt): per exercise, solutions known to be wrong, each with the

@@ -12,7 +12,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const std::regex kBegin(R"(^(\s*)// EXERCISE (\d+)\.(\d+) \((\d+) points?(, needs ([0-9. ]+))?\): (.+)$)");
+const std::regex kBegin(R"(^(\s*)// EXERCISE (\d+)\.(\d+): (.+)$)");
 const std::regex kContinued(R"(^(\s*)// EXERCISE (\d+)\.(\d+) \(continued\)\s*$)");
 const std::regex kEnd(R"(^\s*// END EXERCISE\s*$)");
 const std::regex kAnyMarker(R"(//\s*(END )?EXERCISE\b)");
@@ -73,6 +73,36 @@ std::string enclosing_function(const std::vector<std::string>& lines, int index)
   throw std::runtime_error("no function definition above line " + std::to_string(index + 1));
 }
 
+namespace {
+
+// One row of the exercise table: "2.5  4  2.3 2.4" (number, points, needs), '#' lines comments.
+struct TableRow {
+  int points = 0;
+  std::vector<std::string> needs;
+  int line = 0;
+};
+
+std::map<std::string, TableRow> read_table(const fs::path& file) {
+  if (!fs::exists(file)) throw std::runtime_error(file.string() + ": the exercise table is missing");
+  static const std::regex number_form(R"(\d+\.\d+)");
+  std::map<std::string, TableRow> rows;
+  const auto lines = lines_of(read_text(file));
+  for (int i = 0; i < static_cast<int>(lines.size()); ++i) {
+    std::istringstream in(lines[static_cast<std::size_t>(i)]);
+    std::string number, points;
+    if (!(in >> number) || number.front() == '#') continue;
+    if (!std::regex_match(number, number_form) || !(in >> points) ||
+        points.find_first_not_of("0123456789") != std::string::npos || std::stoi(points) < 1)
+      fail_at(file, i + 1, "expected `number points [needs ...]`, e.g. `2.5 4 2.3 2.4`");
+    TableRow row{std::stoi(points), {}, i + 1};
+    for (std::string need; in >> need;) row.needs.push_back(need);
+    if (!rows.emplace(number, std::move(row)).second) fail_at(file, i + 1, "exercise " + number + " has two rows");
+  }
+  return rows;
+}
+
+}  // namespace
+
 std::vector<Exercise> find_exercises(const fs::path& root) {
   std::map<std::string, Exercise> found;
   std::vector<fs::path> files;
@@ -96,14 +126,11 @@ std::vector<Exercise> find_exercises(const fs::path& root) {
         const std::string number = m[2].str() + "." + m[3].str();
         Exercise& ex = found[number];
         if (begin) {
-          if (ex.points)
+          if (!ex.hint.empty())
             fail_at(rel, i + 1, "exercise " + number + " is declared twice; later regions say (continued)");
           ex.number = number;
           ex.chapter = std::stoi(m[2].str());
-          ex.points = std::stoi(m[4].str());
-          std::istringstream needs(m[6].str());
-          for (std::string n; needs >> n;) ex.needs.push_back(n);
-          ex.hint = m[7].str();
+          ex.hint = m[4].str();
         }
         try {
           ex.regions.push_back({rel, i + 1, 0, enclosing_function(lines, i)});
@@ -122,11 +149,27 @@ std::vector<Exercise> find_exercises(const fs::path& root) {
     }
     if (open) fail_at(rel, open_line, "exercise " + open->number + " is not closed by // END EXERCISE");
   }
+  // Points and needs from the table; every marked exercise has a row and every row a marker.
+  const fs::path table_file = root / kTable;
+  std::map<std::string, TableRow> table = read_table(table_file);
   std::vector<Exercise> out;
   for (auto& [number, ex] : found) {
-    if (ex.points == 0)
+    if (ex.hint.empty())
       fail_at(ex.regions.front().file, ex.regions.front().first_line, number + ": only (continued) regions");
+    const auto row = table.find(number);
+    if (row == table.end())
+      fail_at(ex.regions.front().file, ex.regions.front().first_line,
+              "exercise " + number + " has no row in " + kTable + " (its points and needs)");
+    ex.points = row->second.points;
+    ex.needs = row->second.needs;
     out.push_back(std::move(ex));
+  }
+  for (const auto& [number, row] : table) {
+    if (!found.count(number))
+      fail_at(table_file, row.line, "exercise " + number + ": no // EXERCISE marker in the sources");
+    for (const std::string& need : row.needs)
+      if (!found.count(need))
+        fail_at(table_file, row.line, "exercise " + number + " needs " + need + ", which is no exercise");
   }
   std::sort(out.begin(), out.end(),
             [](const Exercise& a, const Exercise& b) { return number_less(a.number, b.number); });
@@ -196,7 +239,7 @@ std::string rewrite(const std::string& text, const fs::path& file, StubKind kind
     const bool begin = std::regex_match(line, m, kBegin), continued = !begin && std::regex_match(line, m, kContinued);
     if (begin || continued) {
       number = m[2].str() + "." + m[3].str();
-      if (begin) hints[number] = m[7].str();
+      if (begin) hints[number] = m[4].str();
       for (const Exercise& ex : all)  // a (continued) region in another file than the first: its hint from there
         if (ex.number == number && !hints.count(number)) hints[number] = ex.hint;
       hint = hints.count(number) ? hints[number] : "see the first region of this exercise";

@@ -1,6 +1,7 @@
 // exercises workspace: a copy of the project with the exercises' regions stubbed (or, with --bank, every body
 // chosen at run time), and its WORKSPACE.md naming each region's file and function.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <set>
 #include <string>
@@ -88,11 +89,12 @@ void make_workspace(const fs::path& root, const fs::path& dest, int chapter, boo
       "rest; `./run book` builds the book from this workspace, so its annotated source shows your code.\n\n"
       "Find a region by its file, its function and its marker `// EXERCISE N.M`; an exercise with several\n"
       "regions has the others marked `// EXERCISE N.M (continued)`.\n\n"
-      "| exercise | points | file | function | hint |\n|---|---|---|---|---|\n";
+      "`needs` lists the exercises whose code an exercise's tests run through: solve those first.\n\n"
+      "| exercise | points | needs | file | function | hint |\n|---|---|---|---|---|---|\n";
   for (const Exercise& ex : all)
     if (chapter < 0 || ex.chapter == chapter)
-      guide += fmt::format("| {} | {} | `{}` | {} | {} |\n", ex.number, ex.points, ex.regions.front().file.string(),
-                           where_to_write(ex), ex.hint);
+      guide += fmt::format("| {} | {} | {} | `{}` | {} | {} |\n", ex.number, ex.points, fmt::join(ex.needs, " "),
+                           ex.regions.front().file.string(), where_to_write(ex), ex.hint);
   stepformer::files::write_atomically(dest / "WORKSPACE.md", guide);
   fmt::print("workspace written to {} ({} exercises stubbed{}); read {}\n", dest.string(), only.size(),
              bank ? ", every body chosen at run time" : "", (dest / "WORKSPACE.md").string());

@@ -11,7 +11,7 @@ AddNorm::AddNorm(std::int64_t d_model, double p, bool pre, Generator& gen) : pre
 }
 
 Tensor AddNorm::forward(const Tensor& x, const std::function<Tensor(const Tensor&)>& sublayer) {
-  // EXERCISE 3.1 (5 points): LayerNorm(x + Dropout(Sublayer(x))); pre_norm: x + Dropout(Sublayer(LayerNorm(x)))
+  // EXERCISE 3.1: LayerNorm(x + Dropout(Sublayer(x))); pre_norm: x + Dropout(Sublayer(LayerNorm(x)))
   if (pre_norm) return x + (*dropout)(sublayer((*norm)(x)));  // x + Dropout(Sublayer(LayerNorm(x)))
   return (*norm)(x + (*dropout)(sublayer(x)));                // LayerNorm(x + Dropout(Sublayer(x)))
   // END EXERCISE

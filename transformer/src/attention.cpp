@@ -20,7 +20,7 @@ Attention scaled_dot_product_attention(const Tensor& q, const Tensor& k, const T
         fmt::format("scaled_dot_product_attention: q {}, k {}, v {} do not fit [..., Tq, Dh], "
                     "[..., Tk, Dh], [..., Tk, Dv]",
                     to_string(q.shape()), to_string(k.shape()), to_string(v.shape())));
-  // EXERCISE 2.3 (6 points): weights = softmax(Q K^T / sqrt(d_k)) with blocked keys at -inf; context = weights V.
+  // EXERCISE 2.3: weights = softmax(Q K^T / sqrt(d_k)) with blocked keys at -inf; context = weights V.
   Tensor scores = matmul(q, transpose(k, -2, -1)) * attention_scale(q.size(-1));  // [B, H, Tq, Tk]
   if (blocked.defined()) scores = masked_fill(scores, blocked, -std::numeric_limits<double>::infinity());
   const Tensor weights = softmax(scores, -1);                                    // [B, H, Tq, Tk]
@@ -31,7 +31,7 @@ Attention scaled_dot_product_attention(const Tensor& q, const Tensor& k, const T
 
 Tensor pad_mask(const Tensor& ids, std::int64_t pad_id) {
   if (ids.dim() != 2) throw ShapeError(fmt::format("pad_mask expected ids [B, S], got {}", to_string(ids.shape())));
-  // EXERCISE 2.1 (4 points): true where a key is PAD, shaped [B, 1, 1, S] to broadcast over heads and queries.
+  // EXERCISE 2.1: true where a key is PAD, shaped [B, 1, 1, S] to broadcast over heads and queries.
   const Tensor is_pad = eq(ids, scalar(static_cast<double>(pad_id), {DType::int64, ids.device()}));  // [B, S]
   return view(is_pad, {ids.size(0), 1, 1, ids.size(1)});                                             // [B, 1, 1, S]
   // END EXERCISE
@@ -43,7 +43,7 @@ Tensor subsequent_mask(std::int64_t T, Device device, std::int64_t start) {
         fmt::format("subsequent_mask: needs T >= 1 queries and start >= 0 earlier keys, got T = {}, "
                     "start = {}",
                     T, start));
-  // EXERCISE 2.2 (4 points): true where key position j is after query i's position start + i; [1, 1, T, start + T].
+  // EXERCISE 2.2: true where key position j is after query i's position start + i; [1, 1, T, start + T].
   const std::int64_t S = start + T;
   const Tensor j = view(arange(S, {DType::int64, device}), {1, S});            // key positions    [1, S]
   const Tensor i = view(arange(start, S, 1, {DType::int64, device}), {T, 1});  // query positions  [T, 1]
@@ -52,7 +52,7 @@ Tensor subsequent_mask(std::int64_t T, Device device, std::int64_t start) {
 }
 
 Tensor decoder_mask(const Tensor& tgt_ids, std::int64_t pad_id) {
-  // EXERCISE 6.1 (4 points, needs 2.1 2.2): the decoder's self-attention mask: PAD keys or future positions.
+  // EXERCISE 6.1: the decoder's self-attention mask: PAD keys or future positions.
   return logical_or(pad_mask(tgt_ids, pad_id), subsequent_mask(tgt_ids.size(1), tgt_ids.device()));  // [B, 1, T, T]
   // END EXERCISE
 }
@@ -87,7 +87,7 @@ void keep_attention_weights(nn::Module& model, bool keep) {
 }
 
 Tensor split_heads(const Tensor& x, std::int64_t H) {
-  // EXERCISE 2.4 (5 points): [B, T, D] -> [B, H, T, D/H], and back in merge_heads below.
+  // EXERCISE 2.4: [B, T, D] -> [B, H, T, D/H], and back in merge_heads below.
   const std::int64_t B = x.size(0), T = x.size(1), D = x.size(2);
   return permute(view(x, {B, T, H, D / H}), {0, 2, 1, 3});  // [B, T, D] -> [B, T, H, Dh] -> [B, H, T, Dh]
   // END EXERCISE
@@ -129,7 +129,7 @@ Attention MultiHeadAttention::attend(const Tensor& query, const Tensor& k, const
   const ScopeGuard scope = enter_scope();  // also an entry point of its own (the decoder's cached step)
   if (query.dim() != 3 || query.size(-1) != d_model)
     throw ShapeError(fmt::format("MultiHeadAttention expected [B, T, {}], got {}", d_model, to_string(query.shape())));
-  // EXERCISE 2.5 (4 points, needs 2.3 2.4): project queries, split heads, heads_attention, merge heads, project output.
+  // EXERCISE 2.5: project queries, split heads, heads_attention, merge heads, project output.
   const Tensor q = split_heads((*w_q)(query), n_heads);  // [B, H, Tq, Dh]
   const Attention a = heads_attention(q, k, v, blocked);
   return {(*w_o)(merge_heads(a.context)), a.weights};  // [B, Tq, D], [B, H, Tq, Tk]

@@ -21,7 +21,7 @@ DecoderLayer::DecoderLayer(const Config& cfg, Generator& gen) {
 
 DecoderLayer::Output DecoderLayer::forward(const Tensor& x, const Tensor& memory, const Tensor& tgt_blocked,
                                            const Tensor& src_blocked) {
-  // EXERCISE 6.2 (6 points, needs 2.3 2.4 2.5 3.1 4.1): masked self-attention, cross-attention on memory, feed-forward
+  // EXERCISE 6.2: masked self-attention, cross-attention on memory, feed-forward
   Output out;
   // Masked self-attention: each target position sees itself and earlier positions only.
   const Tensor h1 = (*norm_self)(x, [&](const Tensor& t) {

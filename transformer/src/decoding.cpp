@@ -92,7 +92,7 @@ std::vector<std::vector<std::int64_t>> greedy_decode(Transformer& model, const T
   NoGradGuard no_grad;
   const std::int64_t B = src.size(0);
   Stepper stepper(model, src, o.use_cache);
-  // EXERCISE 7.1 (5 points, needs 5.2 6.1 6.2): feed the prefixes, append each row's best token, stop at EOS
+  // EXERCISE 7.1: feed the prefixes, append each row's best token, stop at EOS
   std::vector<std::vector<std::int64_t>> prefixes(static_cast<std::size_t>(B), {o.bos});
   std::vector<std::vector<std::int64_t>> out(static_cast<std::size_t>(B));
   std::vector<bool> done(static_cast<std::size_t>(B), false);
@@ -113,7 +113,7 @@ std::vector<std::vector<std::int64_t>> greedy_decode(Transformer& model, const T
 }
 
 double length_normalised(double score, std::size_t length, double alpha) {
-  // EXERCISE 7.4 (3 points): score / lp with GNMT's lp = ((5 + length) / 6)^alpha, applied once
+  // EXERCISE 7.4: score / lp with GNMT's lp = ((5 + length) / 6)^alpha, applied once
   return score / std::pow((5.0 + static_cast<double>(length)) / 6.0, alpha);
   // END EXERCISE
 }

@@ -16,7 +16,7 @@ Tensor sinusoidal_table(std::int64_t max_len, std::int64_t d_model) {
   std::vector<double> pe(static_cast<std::size_t>(max_len * d_model));  // [max_len, D], row-major
   for (std::int64_t pos = 0; pos < max_len; ++pos) {
     for (std::int64_t col = 0; col < d_model; ++col) {
-      // EXERCISE 1.1 (5 points): PE(pos, 2i) = sin(pos / 10000^(2i/d_model)), PE(pos, 2i+1) = cos of the same angle
+      // EXERCISE 1.1: PE(pos, 2i) = sin(pos / 10000^(2i/d_model)), PE(pos, 2i+1) = cos of the same angle
       // Columns 2i and 2i+1 share the frequency 1 / 10000^(2i / d_model). `2i` is the even column itself,
       // not 2 * col: doubling it gives every pair the frequency of a column twice as far (a walkthrough's mistake,
       // docs/seeds.md).
@@ -43,7 +43,7 @@ Tensor TransformerEmbedding::forward(const Tensor& ids, std::int64_t start) {
   const std::int64_t T = ids.size(1);
   if (start < 0 || start + T > pe.size(0))
     throw ShapeError(fmt::format("TransformerEmbedding: sequence length {} exceeds max_len {}", start + T, pe.size(0)));
-  // EXERCISE 1.2 (4 points, needs 1.1): tokens(ids) * sqrt(d_model) + PE rows start .. start+T-1, then dropout
+  // EXERCISE 1.2: tokens(ids) * sqrt(d_model) + PE rows start .. start+T-1, then dropout
   const Tensor x = (*tokens)(ids)*std::sqrt(static_cast<double>(d_model));  // [B, T, D]
   return (*dropout)(x + narrow(pe, 0, start, T));  // + PE rows start .. start+T-1 [T, D], broadcast over B
   // END EXERCISE

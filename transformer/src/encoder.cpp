@@ -17,7 +17,7 @@ EncoderLayer::EncoderLayer(const Config& cfg, Generator& gen) {
 }
 
 Attention EncoderLayer::forward(const Tensor& x, const Tensor& src_blocked) {
-  // EXERCISE 5.1 (6 points, needs 2.3 2.4 2.5 3.1 4.1): self-attention then feed-forward, each wrapped in add & norm.
+  // EXERCISE 5.1: self-attention then feed-forward, each wrapped in add & norm.
   AttentionWeights weights;  // [B, H, S, S] when kept, returned, never stored on the module
   const Tensor h = (*norm_attn)(x, [&](const Tensor& t) {
     Attention a = (*self_attn)(t, t, t, src_blocked);  // queries, keys and values all from x
@@ -38,7 +38,7 @@ Encoder::Encoder(const Config& c, Generator& gen) : cfg(c) {
 }
 
 EncoderOutput Encoder::forward(const Tensor& src_ids) {
-  // EXERCISE 5.2 (4 points, needs 1.2 2.1 5.1): embed, run every layer with the PAD mask, then the final norm
+  // EXERCISE 5.2: embed, run every layer with the PAD mask, then the final norm
   EncoderOutput out{(*embed)(src_ids), {}, pad_mask(src_ids, cfg.pad_id)};  // [B, S, D], -, [B, 1, 1, S]
   for (auto& layer : *layers) {
     Attention a = (*layer)(out.memory, out.src_blocked);

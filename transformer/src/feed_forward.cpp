@@ -12,7 +12,7 @@ PositionwiseFeedForward::PositionwiseFeedForward(std::int64_t d_model, std::int6
 }
 
 Tensor PositionwiseFeedForward::forward(const Tensor& x) {
-  // EXERCISE 4.1 (5 points): FFN(x) = W_2 Dropout(ReLU(W_1 x + b_1)) + b_2, position by position.
+  // EXERCISE 4.1: FFN(x) = W_2 Dropout(ReLU(W_1 x + b_1)) + b_2, position by position.
   const Tensor hidden = relu((*w_1)(x));  // [B, T, F]: Linear acts on the last dim, so each position alone
   return (*w_2)((*dropout)(hidden));      // [B, T, D]
   // END EXERCISE

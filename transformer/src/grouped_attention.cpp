@@ -15,7 +15,7 @@ Tensor repeat_kv(const Tensor& kv, std::int64_t n_heads) {
                                  kv.dim() == 4 ? kv.size(1) : 0, to_string(kv.shape())));
   const std::int64_t B = kv.size(0), Hkv = kv.size(1), T = kv.size(2), Dh = kv.size(3), group = n_heads / Hkv;
   if (group == 1) return kv;
-  // EXERCISE 12.4 (4 points): [B, Hkv, T, Dh] -> [B, H, T, Dh], query head h reading kv head h / group.
+  // EXERCISE 12.4: [B, Hkv, T, Dh] -> [B, H, T, Dh], query head h reading kv head h / group.
   const Tensor repeated = expand(unsqueeze(kv, 2), {B, Hkv, group, T, Dh});  // stride 0 over the group: no copy yet
   return reshape(repeated, {B, n_heads, T, Dh});                             // heads j * group .. j * group + group - 1
   // END EXERCISE
@@ -46,7 +46,7 @@ Tensor GroupedQueryAttention::forward(const Tensor& x, LayerCache* cache) {
   Tensor k = split_heads((*w_k)(x), shape.n_kv_heads);  // [B, Hkv, T, Dh]
   Tensor v = split_heads((*w_v)(x), shape.n_kv_heads);  // [B, Hkv, T, Dh]
   std::int64_t start = 0;                               // the position of x's first token
-  // EXERCISE 12.6 (5 points, needs 2.2 2.4 12.2): start = the cache's length; RoPE from start; append k, v to it.
+  // EXERCISE 12.6: start = the cache's length; RoPE from start; append k, v to it.
   if (cache) start = cache->length();
   if (shape.rope) {
     q = rope(q, start, shape.pairing);

@@ -17,7 +17,7 @@ RMSNorm::RMSNorm(std::int64_t d, double e) : dim(d), eps(e) {
 Tensor RMSNorm::forward(const Tensor& x) {
   if (x.dim() < 1 || x.size(-1) != dim)
     throw ShapeError(fmt::format("RMSNorm expected [*, {}], got {}", dim, to_string(x.shape())));
-  // EXERCISE 12.1 (4 points): x / sqrt(mean(x^2 over the last dim) + eps) * weight — no mean subtracted.
+  // EXERCISE 12.1: x / sqrt(mean(x^2 over the last dim) + eps) * weight — no mean subtracted.
   const Tensor mean_square = mean(x * x, {-1}, true);  // [*, 1]
   return x * rsqrt(mean_square + eps) * weight;        // [*, D]
   // END EXERCISE

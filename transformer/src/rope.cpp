@@ -24,7 +24,7 @@ void angle_tables(std::int64_t T, std::int64_t Dh, std::int64_t start, double ba
   const std::int64_t pairs = Dh / 2;
   cos_t.resize(T * pairs);
   sin_t.resize(T * pairs);
-  // EXERCISE 12.2 (5 points): position start + t, pair i: angle (start + t) * base^(-2i / Dh); its cos and sin.
+  // EXERCISE 12.2: position start + t, pair i: angle (start + t) * base^(-2i / Dh); its cos and sin.
   for (std::int64_t t = 0; t < T; ++t)
     for (std::int64_t i = 0; i < pairs; ++i) {
       const double theta = std::pow(base, -2.0 * static_cast<double>(i) / static_cast<double>(Dh));

@@ -39,7 +39,7 @@ std::vector<double> sampling_distribution(const std::vector<double>& logits, con
 }
 
 std::size_t nucleus_size(const std::vector<double>& sorted, std::int64_t top_k, double top_p) {
-  // EXERCISE 12.5 (4 points): the first top_k (0 or too many: all), then the fewest whose mass reaches top_p of it
+  // EXERCISE 12.5: the first top_k (0 or too many: all), then the fewest whose mass reaches top_p of it
   std::size_t keep = top_k > 0 ? std::min(sorted.size(), static_cast<std::size_t>(top_k)) : sorted.size();
   const double total = std::accumulate(sorted.begin(), sorted.begin() + static_cast<std::ptrdiff_t>(keep), 0.0);
   double mass = 0;

@@ -69,7 +69,7 @@ __global__ void attention_forward_kernel(T* out, T* lse, AttentionProblem<T> p, 
     stage(v_tile, p.v, bh * n.Tk + j0, width, n.Dv);
     __syncthreads();
     if (!active) continue;
-    // EXERCISE 9.5 (6 points): this tile's scores (blocked: -inf), the new max, l and acc rescaled, the tile added.
+    // EXERCISE 9.5: this tile's scores (blocked: -inf), the new max, l and acc rescaled, the tile added.
     T s[kMaxTile];
     T tile_max = neg_inf;
     for (int c = 0; c < width; ++c) {

@@ -64,7 +64,7 @@ __device__ __forceinline__ T warp_reduce(T v, Op op) {
 // Every thread of the block must call it (it contains __syncthreads).
 template <class T, class Op>
 __device__ T block_reduce(T v, Op op, T identity) {
-  // EXERCISE 9.3 (5 points): warp_reduce, warp leaders to partial[32], barrier, warp 0 reduces; 3 barriers at most
+  // EXERCISE 9.3: warp_reduce, warp leaders to partial[32], barrier, warp 0 reduces; 3 barriers at most
   __shared__ T partial[kWarp];
   const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
   v = warp_reduce(v, op);

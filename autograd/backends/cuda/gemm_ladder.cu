@@ -51,7 +51,7 @@ constexpr int kTile = 16;
 
 template <class T>
 __global__ void gemm_v2(Problem p, T alpha, T beta) {
-  // EXERCISE 9.2 (5 points): per 16 of K: a and b tiles in shared memory (tx along rows), barrier, sum, barrier
+  // EXERCISE 9.2: per 16 of K: a and b tiles in shared memory (tx along rows), barrier, sum, barrier
   __shared__ T a_tile[kTile][kTile];
   __shared__ T b_tile[kTile][kTile];
   const int tx = threadIdx.x, ty = threadIdx.y;

@@ -28,7 +28,7 @@ __global__ void transpose_kernel(Transpose t) {
   for (std::int64_t z = blockIdx.z; z < t.batches; z += gridDim.z) {
     const T* in = at<T>(t.in) + unravel(z, t.out.ndim - 2, t.out.shape, t.in.strides);  // batch z of in
     T* out = at<T>(t.out) + z * t.rows * t.cols;
-    // EXERCISE 9.4 (4 points): out[r][c] = in[r + c * ld] via a [32][33] tile: read along r, barrier, write along c
+    // EXERCISE 9.4: out[r][c] = in[r + c * ld] via a [32][33] tile: read along r, barrier, write along c
     __shared__ T tile[kTile][kTile + 1];
     for (int j = threadIdx.y; j < kTile; j += kTileRows) {  // a warp reads 32 neighbours of a column of out
       const std::int64_t r = r0 + threadIdx.x, c = c0 + j;

@@ -44,7 +44,7 @@ STEPFORMER_BF16_FN float float_from_bits(std::uint32_t u) {
 // carry out of the 16 dropped bits happens exactly when they are above half, or at half with the kept
 // part odd. A carry into the exponent is right too: it is the next binade, or infinity past the largest.
 STEPFORMER_BF16_FN std::uint16_t bf16_bits_from_float(float x) {
-  // EXERCISE 11.1 (4 points): x's top 16 bits rounded to nearest, ties to even; a NaN keeps them, quiet bit 0x0040 set
+  // EXERCISE 11.1: x's top 16 bits rounded to nearest, ties to even; a NaN keeps them, quiet bit 0x0040 set
   const std::uint32_t u = float_bits(x);
   if ((u & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<std::uint16_t>((u >> 16) | 0x0040u);  // NaN: keep it quiet
   const std::uint32_t lsb = (u >> 16) & 1u;

@@ -75,7 +75,7 @@ Tensor mul(const Tensor& a, const Tensor& b) {
   // Undefined gradients for inputs that need none.
   record(Op::mul, out, {a, b},
          [sa, sb, a_needs, b_needs](const Tensor& g) -> Gradients {
-           // EXERCISE 0.1 (5 points, needs 0.3 0.4 0.5): the gradients of a * b with respect to a and to b.
+           // EXERCISE 0.1: the gradients of a * b with respect to a and to b.
            return {a_needs ? sum_to(mul(g, sb), sa.shape()) : Tensor(),
                    b_needs ? sum_to(mul(g, sa), sb.shape()) : Tensor()};
            // END EXERCISE
@@ -178,7 +178,7 @@ Tensor swiglu(const Tensor& gate, const Tensor& value) {
   const Tensor gate_in = gate.detach(), value_in = value.detach();
   record(Op::swiglu, out, {gate, value},
          [gate_in, value_in](const Tensor& g) -> Gradients {
-           // EXERCISE 12.3 (4 points, needs 0.4 0.5): ggate = g value silu'(gate); gvalue = g silu(gate)
+           // EXERCISE 12.3: ggate = g value silu'(gate); gvalue = g silu(gate)
            const Tensor g_gate =
                binary_kernel("backward", BinaryOp::silu_backward, mul(g, value_in), gate_in, g.dtype());
            const Tensor g_value = mul(g, silu(gate_in));

@@ -36,7 +36,7 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b, DType out_dtype) {
            // The backward's products run in the operands' dtype: a float32 gradient of a bfloat16 product
            // is rounded to bfloat16 first, as PyTorch's bfloat16 matmul receives a bfloat16 gradient.
            const Tensor g = detail::stored_as(grad, dtype);
-           // EXERCISE 0.2 (5 points, needs 0.3 0.4): the gradients of a @ b with respect to a and to b.
+           // EXERCISE 0.2: the gradients of a @ b with respect to a and to b.
            return {sb.defined() ? sum_to(matmul_nd(g, transpose(sb, -1, -2)), a_shape) : Tensor(),
                    sa.defined() ? sum_to(matmul_nd(transpose(sa, -1, -2), g), b_shape) : Tensor()};
            // END EXERCISE
@@ -53,7 +53,7 @@ struct Autocast {
   DType product;
 };
 Autocast autocast_operands(const Tensor& a, const Tensor& b) {
-  // EXERCISE 11.2 (3 points, needs 11.1 0.2): float32 operands become bfloat16 copies by to(); the product float32
+  // EXERCISE 11.2: float32 operands become bfloat16 copies by to(); the product float32
   if (a.dtype() != DType::float32) return {a, b, a.dtype()};  // float64 and bfloat16 are left as they are
   return {a.to(DType::bfloat16), b.to(DType::bfloat16), DType::float32};
   // END EXERCISE

@@ -100,7 +100,7 @@ Tensor sum_to(const Tensor& g, const Shape& shape) {
   const std::size_t lead = g.shape().size() - shape.size();
   if (g.shape().size() < shape.size() || broadcast_shapes("sum_to", g.shape(), shape) != g.shape())
     throw ShapeError(fmt::format("sum_to: shape {} does not broadcast to {}", to_string(shape), to_string(g.shape())));
-  // EXERCISE 0.3 (5 points): sum the broadcast dimensions of g away (leading ones, and those where shape has 1).
+  // EXERCISE 0.3: sum the broadcast dimensions of g away (leading ones, and those where shape has 1).
   std::vector<std::int64_t> dims;
   for (std::size_t i = 0; i < g.shape().size(); ++i)
     if (i < lead || (shape[i - lead] == 1 && g.shape()[i] != 1)) dims.push_back(static_cast<std::int64_t>(i));
