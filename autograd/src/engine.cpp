@@ -11,6 +11,8 @@
 // 3. Accumulators add into the leaf's grad (PyTorch semantics: repeated backward() calls accumulate), then run
 //    the leaf's post-accumulate hooks: its gradient for this backward is complete.
 // 4. Unless retain_graph, every visited Node drops its backward function afterwards, freeing saved tensors.
+#include "topological_order.h"
+
 #include <fmt/format.h>
 
 #include <atomic>

@@ -62,9 +62,4 @@ struct Node {
 void record(Op op, Tensor& out, const std::vector<Tensor>& inputs, BackwardFn backward,
             const std::vector<Tensor>& saved = {});
 
-// Every Node reachable from `root`, root first, each listed once and before every Node it sends gradients to
-// (so that when backward reaches a Node, all of its consumers have run). Tensor::backward walks it; it is
-// public so that chapter 00's graded test can check the order itself, apart from the gradients.
-std::vector<Node*> topological_order(Node* root);
-
 }  // namespace stepformer
