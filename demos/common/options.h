@@ -1,0 +1,22 @@
+#pragma once
+// The options every demo has, and where its output files go.
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <filesystem>
+#include <string>
+
+namespace stepformer::demo {
+
+// Writes `text` to out_dir/name atomically, prints "wrote <path>", returns the path.
+std::filesystem::path write_output(const std::filesystem::path& out_dir, const std::string& name,
+                                   const std::string& text);
+
+// Options every demo has: --out DIR and --seed S.
+struct CommonOptions {
+  std::filesystem::path out = "stepformer-out";
+  std::uint64_t seed = 1;
+};
+// --out, --seed, --detect-anomaly, --device, and --threads (OpenMP's CPU threads) unless the demo has its own.
+void add_common_options(CLI::App& app, CommonOptions& o, bool cpu_threads = true);
+
+}  // namespace stepformer::demo

@@ -1,0 +1,25 @@
+#pragma once
+// What the demos print: matrices as aligned text, CJK counted two columns wide, and a training run's progress.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "autograd/tensor.h"
+
+namespace stepformer::demo {
+
+// Columns a UTF-8 string takes in a terminal: two for CJK characters, one for the rest.
+std::size_t display_width(const std::string& s);
+
+// A matrix [R, C] as aligned text with labels (right-aligned by display_width), values to 2 decimals.
+std::string format_matrix(const Tensor& matrix, const std::vector<std::string>& row_labels,
+                          const std::vector<std::string>& col_labels);
+
+std::string duration(double seconds);  // "1m05s", "42s"
+// A training run's progress line: one line per report on a pipe (CI logs), a redrawn bar on a terminal. MFU: the
+// model FLOPs done per second over the CPU's measured peak (cpu/peak.h); on another device no MFU is shown rather
+// than a wrong one.
+void progress(std::int64_t step, std::int64_t total, double loss, double tokens_per_s, double flops_per_s,
+              double elapsed, const std::string& extra);
+
+}  // namespace stepformer::demo
