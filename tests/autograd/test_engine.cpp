@@ -206,7 +206,7 @@ TEST_CASE("layer_norm's backward does not read its bias; flash_attention's reads
   Tensor blocked = gt(f64({0.0, 1.0, 0.0, 0.0}, {1, 1, 2, 2}), f64({0.5}, {1}));  // query 0 cannot see key 1
   Tensor z = sum(flash_attention(q, q, q, blocked, 1.0));
   fill_(blocked, 0.0);  // the backward would recompute other weights than the forward used
-  REQUIRE_THROWS_WITH_ALL(z.backward(), InplaceError, "backward of 'attention'", "modified in place");
+  REQUIRE_THROWS_WITH_ALL(z.backward(), InplaceError, "backward of 'flash_attention'", "modified in place");
 }
 
 TEST_CASE("in-place writes to tensors that require grad are refused while grad mode is on", "[ch00][engine][errors]") {

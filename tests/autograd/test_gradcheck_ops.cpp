@@ -175,7 +175,7 @@ std::vector<Case> cases() {
        [](auto& x) {
          return cross_entropy(x[0], ids({0, 3, 1}, {3}), -100, 0.0, Reduction::sum);
        }},
-      {"attention",
+      {"flash_attention",
        "pad mask, Tq 3 != Tk 5, Dh 2 != Dv 3",
        {{1, 2, 3, 2}, {1, 2, 5, 2}, {1, 2, 5, 3}},
        [](auto& x) {
@@ -183,7 +183,7 @@ std::vector<Case> cases() {
              from_vector(std::vector<double>{0, 0, 0, 1, 1}, {1, 1, 1, 5}, {DType::boolean, x[0].device()});
          return flash_attention(x[0], x[1], x[2], pad, 0.7);
        }},
-      {"attention",
+      {"flash_attention",
        "causal, dropout 0.3",
        {{2, 1, 4, 3}, {2, 1, 4, 3}, {2, 1, 4, 3}},
        [](auto& x) {

@@ -39,7 +39,7 @@
   X(embedding, "embedding", "gweight = scatter_add(ids, g)   (repeated ids accumulate)")        \
   X(dropout, "random", "ga = g * mask / (1 - p)")                                               \
   X(cross_entropy, "loss", "glogits = g * (softmax(logits) - (1-s) onehot - s/C) / n")          \
-  X(attention, "attention",                                                                     \
+  X(flash_attention, "attention",                                                               \
     "w = exp(s - lse); ds = w (drop dout.v - dout.out); gq = scale ds k; gk = scale ds^T q; gv = (w drop)^T dout")
 
 namespace stepformer {

@@ -43,7 +43,7 @@ Tensor flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, const 
   qc.backend().attention_forward(out.desc(), lse.desc(), qc.desc(), kc.desc(), vc.desc(), mask, cfg);
   const Tensor o = out.detach();
   const Tensor keep_mask = blocked;  // the backward reads the mask's memory through `mask`
-  record(Op::attention, out, {q, k, v},
+  record(Op::flash_attention, out, {q, k, v},
          [qc, kc, vc, o, lse, keep_mask, mask, cfg](const Tensor& g) -> Gradients {
            const Tensor gc = contiguous(g);
            Tensor dq = detail::empty_as(qc, qc.shape()), dk = detail::empty_as(kc, kc.shape()),
