@@ -23,8 +23,6 @@ struct Options {
   SamplingOptions sampling{0.8, 0, 0.9};
   bool ablation = false;
   std::vector<std::string> blocks;  // the ablation's blocks; empty: all (lm_config_names()); "none": gather only
-  std::string parity;               // a file for tools/compare/torch_lm.py
-  std::string export_data;          // a file for tools/compare/torch_lm_bpb.py
   std::string kjv_file;             // the output of `bible -f Gen1:1-Rev22:21`, where the package is missing
   std::int64_t seeds = 2;
 };
@@ -59,12 +57,10 @@ void sample_and_time(const Options& o, const Corpus& c, LanguageModel& model);
 // first seed's curves overlaid (12_ablation.svg).
 void ablation(const Options& o, const Corpus* c);
 
-// The chosen block at this size with random weights, one batch of random ids, its logits, its loss's gradient of
-// every parameter, and the configuration, in one safetensors file: what tools/compare/torch_lm.py recomputes.
-void write_parity_file(const Options& o);
-
-// What tools/compare/torch_lm_bpb.py trains from: the weights a run of these options starts from, both token
-// streams, and the recipe (batch, length, learning rate, validation windows, the validation text's bytes).
-void write_data_file(const Options& o, const Corpus& c);
+// The options that say which model and data a run has, shared by 12_modern_lm and the lm_fixture tool (so a
+// fixture is of the very model a run of the same options trains): --block, --batch, --seq-len, --d-model,
+// --layers, --heads, --vocab, --lr, --valid-windows, --kjv-file. check_model_options after parsing.
+void add_model_options(CLI::App& app, Options& o);
+void check_model_options(const Options& o);  // ValueError: --d-model must split into --heads of an even size
 
 }  // namespace ch12

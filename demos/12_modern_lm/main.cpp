@@ -112,21 +112,11 @@ int main(int argc, char** argv) {
   CLI::App app{"12_modern_lm: a decoder-only language model on the King James Bible, from the 2017 block to Llama's"};
   app.option_defaults()->always_capture_default();  // --help shows every default
   sf::demo::add_common_options(app, o.common);
-  app.add_option("--block", o.block, "which block to train: 2017, llama, or 2017+CHANGE")
-      ->check(CLI::IsMember(lm_config_names()));
+  add_model_options(app, o);
   app.add_option("--steps", o.steps, "optimizer steps")->check(CLI::PositiveNumber);
-  app.add_option("--batch", o.batch, "sequences per step")->check(CLI::PositiveNumber);
-  app.add_option("--seq-len", o.seq_len, "tokens per sequence (the context)")->check(CLI::Range(2, 4096));
-  app.add_option("--d-model", o.d_model, "model width")->check(CLI::PositiveNumber);
-  app.add_option("--layers", o.layers, "blocks")->check(CLI::PositiveNumber);
-  app.add_option("--heads", o.heads, "query heads (GQA keeps a quarter as key/value heads)")
-      ->check(CLI::PositiveNumber);
-  app.add_option("--vocab", o.vocab, "BPE pieces")->check(CLI::Range(100, 32000));
-  app.add_option("--lr", o.lr, "peak learning rate (warmup, then cosine to a tenth)")->check(CLI::PositiveNumber);
   app.add_option("--precision", o.precision, "fp32, or bf16 autocast (chapter 11)")
       ->check(CLI::IsMember({"fp32", "bf16"}));
   app.add_option("--valid-every", o.valid_every, "steps between validations")->check(CLI::PositiveNumber);
-  app.add_option("--valid-windows", o.valid_windows, "held-out windows per validation")->check(CLI::PositiveNumber);
   app.add_option("--prompt", o.prompt, "the samples' prompt");
   app.add_option("--sample-tokens", o.sample_tokens, "tokens per sample")->check(CLI::NonNegativeNumber);
   app.add_option("--timed-tokens", o.timed_tokens, "tokens of the sample timed with and without the KV cache")
@@ -138,32 +128,14 @@ int main(int argc, char** argv) {
   app.add_option("--seeds", o.seeds, "seeds per block in the ablation")->check(CLI::PositiveNumber);
   app.add_option("--blocks", o.blocks, "the ablation's blocks (default all; none: only gather the runs in --out)")
       ->delimiter(',');
-  app.add_option("--kjv-file", o.kjv_file, "read the verses from FILE (bible -f Gen1:1-Rev22:21 > FILE elsewhere)")
-      ->check(CLI::ExistingFile);
-  app.add_option("--parity", o.parity,
-                 "write the block's weights, a batch, its logits and gradients to FILE for "
-                 "tools/compare/torch_lm.py, and stop");
-  app.add_option("--export-data", o.export_data,
-                 "write the starting weights, both token streams and the recipe to FILE for "
-                 "tools/compare/torch_lm_bpb.py, and stop");
   CLI11_PARSE(app, argc, argv);
   try {
-    if (o.heads < 1 || o.d_model % o.heads != 0 || (o.d_model / o.heads) % 2 != 0)
-      throw sf::ValueError(
-          fmt::format("--d-model {} must split into --heads {} of an even size (RoPE)", o.d_model, o.heads));
-    if (!o.parity.empty()) {
-      write_parity_file(o);
-      return 0;
-    }
+    check_model_options(o);
     if (o.ablation && o.blocks == std::vector<std::string>{"none"}) {
       ablation(o, nullptr);  // gather the runs already in --out
       return 0;
     }
     const Corpus corpus = load_corpus(o);
-    if (!o.export_data.empty()) {
-      write_data_file(o, corpus);
-      return 0;
-    }
     worked_examples();
     blocks(o, corpus.vocab.size());
     rope_picture(o.common.out);

@@ -1,10 +1,10 @@
 #!/usr/bin/python3
 """Chapter 12's Llama-style block written again in PyTorch, from the papers, sharing no code with stepformer: it
-loads the weights, the batch, the logits and the gradients that `12_modern_lm --parity FILE` wrote, recomputes
+loads the weights, the batch, the logits and the gradients that `lm_fixture parity FILE` wrote, recomputes
 the logits and the loss's gradient of every parameter, and prints the largest differences (the target: 1e-4).
 Then it runs the same weights with the other RoPE pairing, to show that the pairing is part of the function.
 
-    build/release/bin/12_modern_lm --block llama --parity /tmp/lm.safetensors
+    build/release/bin/lm_fixture --block llama parity /tmp/lm.safetensors
     /usr/bin/python3 tools/compare/torch_lm.py /tmp/lm.safetensors
 
 The pieces: RMSNorm y = x / sqrt(mean(x^2) + eps) * g (Zhang & Sennrich 2019); SwiGLU W_out(silu(x W_gate) *

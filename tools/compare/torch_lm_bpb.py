@@ -5,7 +5,7 @@ forward) trained from the same starting weights on the same token streams with 1
 windows of T + 1 tokens at uniform random starts), then validated on the same windows of the held-out books
 (every T tokens from the start, the first `valid_windows`). The windows' random starts are PyTorch's own draws.
 
-    build/release/bin/12_modern_lm --export-data /tmp/lm_data.safetensors
+    build/release/bin/lm_fixture data /tmp/lm_data.safetensors
     OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2 LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-openmp \\
         /usr/bin/python3 tools/compare/torch_lm_bpb.py /tmp/lm_data.safetensors --steps 400 --threads 2
 
