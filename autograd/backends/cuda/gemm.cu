@@ -1,10 +1,7 @@
 // GEMM v3, register blocking: the production kernel of float32 and float64 products, the third rung of the
 // GEMM ladder (gemm_ladder.cu holds v1 and v2 and says how to run each; ladders.h counts them). gemm() runs it,
 // and v4 (gemm_tensor_cores.cu) for bfloat16 operands on a GPU with bfloat16 tensor cores.
-//
-// Batches: blockIdx.z walks the batch (grid-stride past 65535); batch_offsets turns it into an offset
-// in each operand through its batch strides (stride 0 where the operand broadcasts over the batch).
-// beta == 0 never reads c, as BLAS: c may hold garbage (fresh memory is NaN-poisoned under cuda-sim).
+// The batch walk and the store of c are gemm_problem.cuh's, shared by every version.
 #include <algorithm>
 #include <type_traits>
 
@@ -72,13 +69,12 @@ __global__ void __launch_bounds__(256) gemm_v3(Problem p, T alpha, T beta) {
 }  // namespace
 
 void gemm_register_blocked(const Problem& p, DType c_dtype, DType ab_dtype, double alpha, double beta) {
-  const unsigned batch_blocks = static_cast<unsigned>(std::min<std::int64_t>(p.batches, 65535));
   dispatch_gemm(c_dtype, ab_dtype, "cuda gemm", [&](auto tc, auto tab) {
     using TC = decltype(tc);
     using TA = decltype(tab);
     using T = std::conditional_t<std::is_same_v<TA, double>, double, float>;         // bfloat16 sums in float32
     next_launch_flops(static_cast<std::uint64_t>(2 * p.m * p.n * p.k * p.batches));  // a multiply and an add each
-    launch(gemm_v3<T, TA, TC>, dim3(tiles(p.n, kBlockN), tiles(p.m, kBlockM), batch_blocks), dim3(16, 16), 0, p,
+    launch(gemm_v3<T, TA, TC>, dim3(tiles(p.n, kBlockN), tiles(p.m, kBlockM), batch_grid(p)), dim3(16, 16), 0, p,
            static_cast<T>(alpha), static_cast<T>(beta));
   });
 }

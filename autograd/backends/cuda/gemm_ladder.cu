@@ -4,10 +4,7 @@
 // kernel of float32 and float64 (gemm.cu), v4, the tensor cores, that of bfloat16 operands
 // (gemm_tensor_cores.cu). Each is checked against the CPU in tests/cuda/test_cuda_backend.cpp; run one with
 // `build/cudasim-check/bin/cuda_tests "cuda: GEMM: every version of the ladder matches the CPU"`.
-//
-// Batches: blockIdx.z walks the batch (grid-stride past 65535); batch_offsets turns it into an offset
-// in each operand through its batch strides (stride 0 where the operand broadcasts over the batch).
-// beta == 0 never reads c, as BLAS: c may hold garbage (fresh memory is NaN-poisoned under cuda-sim).
+// The batch walk and the store of c are gemm_problem.cuh's, shared by every version.
 #include <algorithm>
 #include <string>
 
@@ -95,14 +92,13 @@ void gemm_version(int version, const TensorDesc& c, const TensorDesc& a, const T
   if (p.m == 0 || p.n == 0 || p.batches == 0) return;
   if (version == 3) return gemm_register_blocked(p, c.dtype, a.dtype, alpha, beta);
   if (version == 4) return gemm_tensor_cores(p, c.dtype, alpha, beta);
-  const unsigned batch_blocks = static_cast<unsigned>(std::min<std::int64_t>(p.batches, 65535));
   dispatch_floating(c.dtype, "gemm", [&](auto t) {
     using T = decltype(t);
     const T al = static_cast<T>(alpha), be = static_cast<T>(beta);
     next_launch_flops(static_cast<std::uint64_t>(2 * p.m * p.n * p.k * p.batches));  // a multiply and an add each
     if (version == 1)
-      return launch(gemm_v1<T>, dim3(tiles(p.n, 16), tiles(p.m, 16), batch_blocks), dim3(16, 16), 0, p, al, be);
-    launch(gemm_v2<T>, dim3(tiles(p.n, kTile), tiles(p.m, kTile), batch_blocks), dim3(kTile, kTile), 0, p, al, be);
+      return launch(gemm_v1<T>, dim3(tiles(p.n, 16), tiles(p.m, 16), batch_grid(p)), dim3(16, 16), 0, p, al, be);
+    launch(gemm_v2<T>, dim3(tiles(p.n, kTile), tiles(p.m, kTile), batch_grid(p)), dim3(kTile, kTile), 0, p, al, be);
   });
 }
 

@@ -1,6 +1,8 @@
 #pragma once
 // What the CUDA GEMM kernels share (gemm_ladder.cu: v1, v2; gemm.cu: v3; gemm_tensor_cores.cu: v4): the problem read
 // off the operands' descriptors, the batch walk, and the store of one element of c.
+#include <algorithm>
+
 #include "device_utils.cuh"
 
 namespace stepformer::STEPFORMER_CUDA_NS {
@@ -21,6 +23,9 @@ inline Problem problem(const TensorDesc& c, const TensorDesc& a, const TensorDes
   return p;
 }
 
+// Batches: blockIdx.z walks the batch, grid-stride past the 65535 blocks a grid's z may hold (batch_grid).
+inline unsigned batch_grid(const Problem& p) { return static_cast<unsigned>(std::min<std::int64_t>(p.batches, 65535)); }
+
 // Batch z's offsets in c, a and b through their batch strides (stride 0 where an operand broadcasts).
 __device__ __forceinline__ void batch_offsets(const Problem& p, std::int64_t z, std::int64_t& oc, std::int64_t& oa,
                                               std::int64_t& ob) {
@@ -34,7 +39,8 @@ __device__ __forceinline__ void batch_offsets(const Problem& p, std::int64_t z, 
   }
 }
 
-// c = alpha acc + beta c; beta == 0 never reads c (BLAS: it may hold garbage).
+// c = alpha acc + beta c; beta == 0 never reads c (BLAS: it may hold garbage; fresh memory is NaN-poisoned under
+// cuda-sim, so a read shows).
 template <class T, class TC>
 __device__ __forceinline__ void store(TC* c, T acc, T alpha, T beta) {
   *c = static_cast<TC>(beta == T(0) ? alpha * acc : alpha * acc + beta * static_cast<T>(*c));

@@ -191,8 +191,7 @@ void gemm_tensor_cores(const Problem& p, DType c_dtype, double alpha, double bet
                      std::string(dtype_name(c_dtype)));
   const Operand oa = operand(p.a, p.m, p.lda_m, p.lda_k, p.k);
   const Operand ob = operand(p.b, p.n, p.ldb_n, p.ldb_k, p.k);
-  const dim3 grid(tiles(p.n, kTile), tiles(p.m, kTile),
-                  static_cast<unsigned>(std::min<std::int64_t>(p.batches, 65535)));
+  const dim3 grid(tiles(p.n, kTile), tiles(p.m, kTile), batch_grid(p));
   next_launch_flops(static_cast<std::uint64_t>(2 * p.m * p.n * p.k * p.batches));
   const float al = static_cast<float>(alpha), be = static_cast<float>(beta);
   if (c_dtype == DType::float32) return launch(gemm_v4<float>, grid, dim3(kThreads), 0, p, oa, ob, al, be);
