@@ -32,13 +32,6 @@ int timeout_seconds() {
   return env ? std::max(1, std::atoi(env)) : 300;
 }
 
-// Test programs run side by side, one per core (STEPFORMER_GRADE_JOBS overrides), each on one OpenMP thread so
-// that they do not crowd each other out: the proof grades about a thousand times.
-int grade_jobs() {
-  const char* env = std::getenv("STEPFORMER_GRADE_JOBS");
-  return env ? std::max(1, std::atoi(env)) : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-}
-
 std::string shell_quote(const std::string& s) {
   std::string out = "'";
   for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
@@ -75,15 +68,17 @@ std::string first_failure(const std::string& output) {
 // Runs one program's tests with the tag; the program may crash or hang without taking the grader along.
 // Chapter 10's tests need two processes: mpirun starts them (as root too: CI runs as root, and OpenMPI refuses
 // root unless told; a learner's own account needs neither variable).
-Run run_tagged(const fs::path& program, const std::string& tag) {
+Run run_tagged(const fs::path& program, const std::string& tag, const std::string& bodies) {
   const bool mpi = program.filename() == "distributed_tests";
   const std::string launcher =
       mpi ? "env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun -np 2 --oversubscribe " : "";
   // mpirun gives its processes a pseudo-terminal: without --colour-mode none the report would carry colour codes.
-  const std::string cmd =
-      fmt::format("{}timeout {} {}{} {} --allow-running-no-tests --reporter compact{} 2>&1",
-                  grade_jobs() > 1 ? "env OMP_NUM_THREADS=1 " : "", timeout_seconds(), launcher,
-                  shell_quote(program.string()), shell_quote(tag), mpi ? " --colour-mode none" : "");
+  // The bodies go on the command line, not into this process's environment: the proof grades several at once.
+  const std::string env = (grade_jobs() > 1 ? " OMP_NUM_THREADS=1" : "") +
+                          (bodies.empty() ? "" : " STEPFORMER_EXERCISE_BODIES=" + shell_quote(bodies));
+  const std::string cmd = fmt::format(
+      "{}timeout {} {}{} {} --allow-running-no-tests --reporter compact{} 2>&1", env.empty() ? "" : "env" + env + " ",
+      timeout_seconds(), launcher, shell_quote(program.string()), shell_quote(tag), mpi ? " --colour-mode none" : "");
   FILE* pipe = popen(cmd.c_str(), "r");
   if (!pipe) throw std::runtime_error("cannot run " + program.string());
   std::string output;
@@ -136,8 +131,15 @@ bool may_carry(const fs::path& program, const std::string& tag) {
 
 }  // namespace
 
+// Test programs run side by side, one per core (STEPFORMER_GRADE_JOBS overrides), each on one OpenMP thread so
+// that they do not crowd each other out: the proof grades about a thousand times.
+int grade_jobs() {
+  const char* env = std::getenv("STEPFORMER_GRADE_JOBS");
+  return env ? std::max(1, std::atoi(env)) : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
 std::vector<Result> grade(const std::vector<Exercise>& all, const Builds& build, int chapter, const std::string& number,
-                          bool with_needs) {
+                          bool with_needs, const std::string& bodies) {
   std::vector<const Exercise*> chosen;
   for (const Exercise& ex : all)
     if ((chapter < 0 || ex.chapter == chapter) && (number.empty() || ex.number == number)) chosen.push_back(&ex);
@@ -170,7 +172,7 @@ std::vector<Result> grade(const std::vector<Exercise>& all, const Builds& build,
   for (int w = 0; w < grade_jobs(); ++w)
     workers.emplace_back([&] {
       for (std::size_t j; (j = next++) < jobs.size();)
-        jobs[j].run = run_tagged(jobs[j].program, "[ex" + chosen[jobs[j].exercise]->number + "]");
+        jobs[j].run = run_tagged(jobs[j].program, "[ex" + chosen[jobs[j].exercise]->number + "]", bodies);
     });
   for (std::thread& w : workers) w.join();
   std::vector<Result> results;

@@ -2,10 +2,12 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <map>
 #include <set>
 #include <string>
+#include <thread>
 
 #include "files/atomic_write.h"
 #include "verbs.h"
@@ -53,8 +55,7 @@ int prove(const fs::path& root, const std::vector<Exercise>& all, const std::vec
     }
     std::string list, bodies;
     for (const auto& n : restored) list += (list.empty() ? "" : ",") + n, bodies += n + "=reference,";
-    setenv("STEPFORMER_EXERCISE_BODIES", bodies.c_str(), 1);
-    const auto results = grade(all, build, -1);
+    const auto results = grade(all, build, -1, "", true, bodies);
     for (const Result& r : results) {
       const bool expect = restored.count(r.ex->number) > 0;
       if (r.passed != expect) {
@@ -70,9 +71,20 @@ int prove(const fs::path& root, const std::vector<Exercise>& all, const std::vec
     int wrong = 0, caught = 0, alternatives = 0, passing = 0;
   };
   std::map<std::string, Row> rows;
-  for (const exercises::BankEntry& e : bank) {
-    setenv("STEPFORMER_EXERCISE_BODIES", ("*=reference," + e.number + "=" + e.name).c_str(), 1);
-    const Result r = grade(all, build, -1, e.number, false).front();
+  // Each entry grades one exercise, mostly in one test program: grade_jobs() entries side by side.
+  std::vector<Result> graded(bank.size());
+  std::atomic<std::size_t> next{0};
+  std::vector<std::thread> workers;
+  for (int w = 0; w < grade_jobs(); ++w)
+    workers.emplace_back([&] {
+      for (std::size_t i; (i = next++) < bank.size();)
+        graded[i] =
+            grade(all, build, -1, bank[i].number, false, "*=reference," + bank[i].number + "=" + bank[i].name).front();
+    });
+  for (std::thread& w : workers) w.join();
+  for (std::size_t i = 0; i < bank.size(); ++i) {
+    const exercises::BankEntry& e = bank[i];
+    const Result& r = graded[i];
     Row& row = rows[e.number];
     bool ok = false;
     std::string wrong_name;
@@ -97,7 +109,6 @@ int prove(const fs::path& root, const std::vector<Exercise>& all, const std::vec
                          : "fails: the tests grade the reference's spelling, not its behaviour");
     }
   }
-  unsetenv("STEPFORMER_EXERCISE_BODIES");
   std::string table =
       "| exercise | wrong solutions caught / kept | alternative solutions passing / kept |\n|---|---|---|\n";
   for (const Exercise& ex : all) {

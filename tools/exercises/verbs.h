@@ -29,8 +29,11 @@ struct Result {
 
 // Every exercise of `chapter` (all when negative), or only exercise `number` when it is given. `with_needs`:
 // the exercises they need are graded too (not returned), so that blocked_by names unsolved ones of any chapter.
+// How many test programs run side by side: one per core (STEPFORMER_GRADE_JOBS overrides).
+int grade_jobs();
+// `bodies`, when given, is the test programs' STEPFORMER_EXERCISE_BODIES (else they inherit this process's).
 std::vector<Result> grade(const std::vector<Exercise>& all, const Builds& build, int chapter,
-                          const std::string& number = "", bool with_needs = true);
+                          const std::string& number = "", bool with_needs = true, const std::string& bodies = "");
 int total_points(const std::vector<Result>& results, bool only_passed);
 // The table, its failure column cut to fit `width` characters (the terminal's), then each cut failure whole.
 void print(const std::vector<Result>& results, std::size_t width);
