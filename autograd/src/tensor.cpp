@@ -207,5 +207,6 @@ template std::vector<double> Tensor::to_vector<double>() const;
 template std::vector<std::int64_t> Tensor::to_vector<std::int64_t>() const;
 
 std::size_t bytes_in_use(Device device) { return backend_for(device).bytes_in_use(); }
+std::size_t host_waits(Device device) { return backend_for(device).host_waits(); }
 
 }  // namespace stepformer

@@ -18,6 +18,7 @@ class CudaBackend final : public Backend {
 
   STEPFORMER_BACKEND_KERNELS
   std::size_t bytes_in_use() const override { return bytes_in_use_.load(); }
+  std::size_t host_waits() const override { return host_waits_.load(); }
 
   // transpose.cu: a copy into a contiguous `out` from an `in` whose last two dimensions are swapped in
   // memory, through shared-memory tiles; false (nothing done) for any other layout.
@@ -28,6 +29,7 @@ class CudaBackend final : public Backend {
 
  private:
   std::atomic<std::size_t> bytes_in_use_{0};
+  std::atomic<std::size_t> host_waits_{0};  // each copy between host and device: cuda-sim counts the GPU's
   std::mutex cache_mutex_;
   std::unordered_map<std::size_t, std::vector<void*>> cache_;  // cuda: size -> free device blocks
   long long* bad_index_ = nullptr;

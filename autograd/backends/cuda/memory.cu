@@ -23,6 +23,10 @@ std::string out_of_memory(std::size_t bytes, std::size_t in_use) {
 }
 }  // namespace
 
+// The first-bad-index slot is reset by a kernel, queued like the check that follows it: a copy from the host
+// would make the host wait for the device (host_waits); only reading the result must.
+__global__ void reset_first_bad_index_kernel(long long* slot) { *slot = INT64_MAX; }
+
 #if defined(__CUDACC__)
 
 Device CudaBackend::device() const { return Device{DeviceType::cuda, 0}; }
@@ -66,19 +70,21 @@ void CudaBackend::deallocate(void* ptr, std::size_t bytes) {
 }
 
 void CudaBackend::copy_from_host(void* dst, const void* host_src, std::size_t bytes) {
+  ++host_waits_;
   STEPFORMER_CUDA_CHECK(cudaMemcpy(dst, host_src, bytes, cudaMemcpyHostToDevice));
 }
 void CudaBackend::copy_to_host(void* host_dst, const void* src, std::size_t bytes) {
+  ++host_waits_;
   STEPFORMER_CUDA_CHECK(cudaMemcpy(host_dst, src, bytes, cudaMemcpyDeviceToHost));
 }
 
 long long* CudaBackend::first_bad_index_slot() {
   if (bad_index_ == nullptr) STEPFORMER_CUDA_CHECK(cudaMalloc(&bad_index_, sizeof(long long)));
-  const long long none = INT64_MAX;
-  STEPFORMER_CUDA_CHECK(cudaMemcpy(bad_index_, &none, sizeof none, cudaMemcpyHostToDevice));
+  launch(reset_first_bad_index_kernel, 1u, 1u, 0, bad_index_);
   return bad_index_;
 }
 std::int64_t CudaBackend::read_first_bad_index() {
+  ++host_waits_;
   long long v = 0;
   STEPFORMER_CUDA_CHECK(cudaMemcpy(&v, bad_index_, sizeof v, cudaMemcpyDeviceToHost));
   return v == INT64_MAX ? -1 : v;
@@ -117,20 +123,24 @@ void CudaBackend::deallocate(void* ptr, std::size_t bytes) {
 }
 
 void CudaBackend::copy_from_host(void* dst, const void* host_src, std::size_t bytes) {
+  ++host_waits_;
   cudasim::copy_to_device(dst, host_src, bytes);
 }
 void CudaBackend::copy_to_host(void* host_dst, const void* src, std::size_t bytes) {
+  ++host_waits_;
   if (bytes) std::memcpy(host_dst, src, bytes);
 }
 
 long long* CudaBackend::first_bad_index_slot() {
   // Device memory, as on a GPU (not counted: it lives as long as the backend).
   if (bad_index_ == nullptr) bad_index_ = static_cast<long long*>(cudasim::device_allocate(sizeof(long long)));
-  const long long none = INT64_MAX;
-  cudasim::copy_to_device(bad_index_, &none, sizeof none);
+  launch(reset_first_bad_index_kernel, 1u, 1u, 0, bad_index_);
   return bad_index_;
 }
-std::int64_t CudaBackend::read_first_bad_index() { return *bad_index_ == INT64_MAX ? -1 : *bad_index_; }
+std::int64_t CudaBackend::read_first_bad_index() {
+  ++host_waits_;
+  return *bad_index_ == INT64_MAX ? -1 : *bad_index_;
+}
 
 CudaBackend& backend() {
   static CudaBackend* instance = new CudaBackend;  // never destroyed, as the GPU one

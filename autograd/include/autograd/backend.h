@@ -91,6 +91,10 @@ class Backend {
   virtual void copy_from_host(void* dst, const void* host_src, std::size_t bytes) = 0;
   virtual void copy_to_host(void* host_dst, const void* src, std::size_t bytes) = 0;
   virtual std::size_t bytes_in_use() const = 0;  // live allocations, for leak tests
+  // How often the host has waited for this device: a GPU runs queued kernels while the host goes ahead, until
+  // a copy between host and device memory (cudaMemcpy from ordinary host memory) makes the host wait for the
+  // queue to drain. Zero where the device's memory is the host's.
+  virtual std::size_t host_waits() const { return 0; }
 
   // --- elementwise --------------------------------------------------------------------------------
   virtual void fill(const TensorDesc& out, double value) = 0;
