@@ -130,21 +130,24 @@ void Adam::step() {
   }
 }
 
-double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm) {
+Tensor clip_grad_norm_(const std::vector<Tensor>& params, double max_norm) {
   if (!(max_norm > 0)) throw ValueError(fmt::format("clip_grad_norm_: max_norm must be positive, got {}", max_norm));
   NoGradGuard no_grad;
-  double total_sq = 0;
+  std::vector<Tensor> squares;  // each gradient's squares summed in its own dtype, then added in double
   for (const Tensor& p : params)
-    if (p.grad().defined())
-      total_sq += sum(p.grad() * p.grad()).item();  // squares in the grad's dtype, summed in double
-  const double total = std::sqrt(total_sq);
-  const double coef = max_norm / (total + 1e-6);
-  if (coef < 1)
-    for (const Tensor& p : params)
-      if (p.grad().defined()) {
-        Tensor g = p.grad();
-        copy_(g, g * coef);
-      }
+    if (p.grad().defined()) squares.push_back(sum(p.grad() * p.grad()).to(DType::float64));
+  if (squares.empty()) return scalar(0.0, {DType::float64, params.empty() ? default_device() : params[0].device()});
+  const Tensor total = sqrt(sum(stack(squares, 0)));
+  // Computed on the device and never read back (as PyTorch does): min(1, max_norm / (total + 1e-6)) scales
+  // every gradient, by exactly 1 when the norm is within max_norm, and the host never waits for the norm.
+  const Tensor coef = max_norm / (total + 1e-6);
+  const Tensor one = scalar(1.0, {DType::float64, coef.device()});
+  const Tensor clipped = where(lt(coef, one), coef, one);
+  for (const Tensor& p : params)
+    if (p.grad().defined()) {
+      Tensor g = p.grad();
+      copy_(g, g * clipped.to(g.dtype()));
+    }
   return total;
 }
 

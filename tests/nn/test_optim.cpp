@@ -74,12 +74,12 @@ TEST_CASE("optimizers skip parameters without a gradient and refuse bad settings
 TEST_CASE("clip_grad_norm_ scales all gradients to the global norm, as torch", "[nn][optim]") {
   Tensor a = zeros({2}).set_requires_grad(), b = zeros({1}).set_requires_grad();
   (sum(a * from_vector(std::vector<double>{3, 0}, {2})) + sum(b * 4.0)).backward();  // grads (3, 0), (4): norm 5
-  const double norm = nn::clip_grad_norm_({a, b}, 1.0);
+  const double norm = nn::clip_grad_norm_({a, b}, 1.0).item();
   CHECK(norm == Catch::Approx(5.0));
   const double coef = 1.0 / (5.0 + 1e-6);
   CHECK(a.grad().at({0}) == Catch::Approx(3 * coef));
   CHECK(b.grad().at({0}) == Catch::Approx(4 * coef));
-  CHECK(nn::clip_grad_norm_({a, b}, 10.0) == Catch::Approx(1.0).epsilon(1e-5));  // below the limit: unchanged
+  CHECK(nn::clip_grad_norm_({a, b}, 10.0).item() == Catch::Approx(1.0).epsilon(1e-5));  // below the limit: unchanged
   CHECK(a.grad().at({0}) == Catch::Approx(3 * coef));
 }
 

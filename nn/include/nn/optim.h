@@ -85,7 +85,8 @@ class AdamW : public Adam {
 };
 
 // Scales all gradients by max_norm / (total + 1e-6) when their global 2-norm `total` exceeds max_norm
-// (torch.nn.utils.clip_grad_norm_). Returns the norm before clipping.
-double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm);
+// (torch.nn.utils.clip_grad_norm_). Returns the norm before clipping, a float64 scalar on the gradients' device:
+// nothing is read back to the host (call .item() to print it).
+Tensor clip_grad_norm_(const std::vector<Tensor>& params, double max_norm);
 
 }  // namespace stepformer::nn
