@@ -4,6 +4,9 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <deque>
+#include <mutex>
+#include <tuple>
 #include <vector>
 
 #include "autograd/errors.h"
@@ -34,6 +37,27 @@ void angle_tables(std::int64_t T, std::int64_t Dh, std::int64_t start, double ba
     }
   // END EXERCISE
 }
+
+// The tables as one tensor [2, T, Dh/2] (cos, then sin) on x's device in x's dtype. Every layer rotates q and k
+// at the same positions, and training rotates the same positions every step; a table built on the host is copied
+// to the device, which makes a GPU's host wait (Backend::host_waits). So the last few tables are kept: a training
+// step builds none, a generated token one.
+Tensor angle_tensor(std::int64_t T, std::int64_t Dh, std::int64_t start, double base, const Options& o) {
+  using Key = std::tuple<std::int64_t, std::int64_t, std::int64_t, double, DType, DeviceType, int>;
+  const Key key{T, Dh, start, base, o.dtype, o.device.type, o.device.index};
+  static std::mutex mutex;
+  static auto* kept = new std::deque<std::pair<Key, Tensor>>;  // never destroyed: tensors outlive static order
+  constexpr std::size_t kKept = 8;
+  const std::lock_guard<std::mutex> lock(mutex);
+  for (const auto& [k, tables] : *kept)
+    if (k == key) return tables;
+  std::vector<double> c, s;
+  angle_tables(T, Dh, start, base, c, s);
+  c.insert(c.end(), s.begin(), s.end());
+  kept->emplace_back(key, from_vector(c, {2, T, Dh / 2}, o));
+  if (kept->size() > kKept) kept->pop_front();
+  return kept->back().second;
+}
 }  // namespace
 
 Tensor rope(const Tensor& x, std::int64_t start, RopePairing pairing, double base) {
@@ -41,16 +65,17 @@ Tensor rope(const Tensor& x, std::int64_t start, RopePairing pairing, double bas
     throw ShapeError(fmt::format("rope expected [B, H, T, Dh] with Dh even, got {}", to_string(x.shape())));
   if (start < 0 || !(base > 1)) throw ValueError(fmt::format("rope: start {} must be >= 0, base {} > 1", start, base));
   const std::int64_t B = x.size(0), H = x.size(1), T = x.size(2), Dh = x.size(3), pairs = Dh / 2;
-  std::vector<double> c, s;
-  angle_tables(T, Dh, start, base, c, s);
-  const Options o{x.dtype(), x.device()};
+  const Tensor tables = angle_tensor(T, Dh, start, base, {x.dtype(), x.device()});
+  const auto table = [&](std::int64_t which, const Shape& shape) {
+    return reshape(narrow(tables, 0, which, 1), shape);
+  };
   // Each pair (a, b) becomes (a cos - b sin, b cos + a sin): a rotation in the pair's plane.
   if (pairing == RopePairing::half) {
-    const Tensor cos_t = from_vector(c, {T, pairs}, o), sin_t = from_vector(s, {T, pairs}, o);
+    const Tensor cos_t = table(0, {T, pairs}), sin_t = table(1, {T, pairs});
     const Tensor a = narrow(x, 3, 0, pairs), b = narrow(x, 3, pairs, pairs);  // [B, H, T, Dh/2] each
     return cat({a * cos_t - b * sin_t, b * cos_t + a * sin_t}, 3);
   }
-  const Tensor cos_t = from_vector(c, {T, pairs, 1}, o), sin_t = from_vector(s, {T, pairs, 1}, o);
+  const Tensor cos_t = table(0, {T, pairs, 1}), sin_t = table(1, {T, pairs, 1});
   const Tensor xp = reshape(x, {B, H, T, pairs, 2});
   const Tensor a = narrow(xp, 4, 0, 1), b = narrow(xp, 4, 1, 1);  // [B, H, T, Dh/2, 1] each
   return reshape(cat({a * cos_t - b * sin_t, b * cos_t + a * sin_t}, 4), {B, H, T, Dh});
