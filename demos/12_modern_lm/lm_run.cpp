@@ -111,20 +111,27 @@ void sample_and_time(const Options& o, const Corpus& c, LanguageModel& model) {
   // sequence again. RoPE has no table to outgrow; a model with position tables stops at max_len.
   const std::int64_t n = model.cfg.positions == PositionKind::rope ? o.timed_tokens : model.cfg.max_len - 1;
   double seconds[2];
+  std::size_t waits[2];
   std::vector<std::int64_t> out[2];
+  const sf::Device device = model.tokens->weight.device();
   for (const bool cached : {true, false}) {
     sf::Generator g(o.common.seed);
+    const std::size_t waits_before = sf::host_waits(device);
     const auto start = Clock::now();
     out[cached] = generate(model, {sf::transformer::Vocabulary::kEos}, n, o.sampling, g, cached);
     seconds[cached] = seconds_since(start);
+    waits[cached] = sf::host_waits(device) - waits_before;
   }
   fmt::print("generating {} tokens: with the KV cache {:.0f} tok/s, without {:.0f} tok/s ({:.1f}x); same tokens: {}\n",
              n, n / seconds[1], n / seconds[0], seconds[0] / seconds[1], out[0] == out[1] ? "yes" : "NO");
+  if (waits[1] > 0)  // a GPU (docs/09_cuda.md, "Where the host waits")
+    fmt::print("the host waited for {} {:.1f} times a token with the KV cache, {:.1f} without\n",
+               sf::device_type_name(device.type), static_cast<double>(waits[1]) / static_cast<double>(n),
+               static_cast<double>(waits[0]) / static_cast<double>(n));
 }
 
 void add_model_options(CLI::App& app, Options& o) {
-  app.add_option("--block", o.block, "the block: 2017, llama, or 2017+CHANGE")
-      ->check(CLI::IsMember(lm_config_names()));
+  app.add_option("--block", o.block, "the block: 2017, llama, or 2017+CHANGE")->check(CLI::IsMember(lm_config_names()));
   app.add_option("--batch", o.batch, "sequences per step")->check(CLI::PositiveNumber);
   app.add_option("--seq-len", o.seq_len, "tokens per sequence (the context)")->check(CLI::Range(2, 4096));
   app.add_option("--d-model", o.d_model, "model width")->check(CLI::PositiveNumber);

@@ -166,3 +166,36 @@ TEST_CASE("the Llama-style model learns a repeated text (loss falls below 0.5 na
   CHECK(loss < 0.5);
   CHECK(lm_loss(model, sequential_windows(s, 4, 12, 8)) < 0.5);
 }
+
+// A GPU runs ahead of the host until a copy between host and device memory makes the host wait for it. Counted on
+// cuda-sim, which makes the GPU's copies: the numbers docs/09_cuda.md states ("Where the host waits"). A wait
+// per parameter (a norm read back for each) or per layer (a table copied for each) goes over them.
+TEST_CASE("on cuda-sim a training step and a generated token make the host wait no more than docs/09 states",
+          "[ch12][cpu-only]") {
+  constexpr std::size_t kStepWaits = 6, kTokenWaits = 4;  // docs/09_cuda.md's table
+  const Device sim{DeviceType::cuda_sim, 0};
+  const Device before_default = default_device();
+  set_default_device(sim);
+  Generator gen(8);
+  LanguageModel model(tiny("llama"), gen);
+  TokenStream s;
+  for (int rep = 0; rep < 20; ++rep)
+    for (std::int64_t id : {4, 9, 13, 4, 20, 7, 2}) s.ids.push_back(id);
+  LMTrainer trainer(model, {2e-2, 5, 60});
+  trainer.step(random_windows(s, 4, 12, gen));  // the optimizer's state is made here, once
+  const LMBatch batch = random_windows(s, 4, 12, gen);
+  std::size_t start = host_waits(sim);
+  trainer.step(batch);
+  const std::size_t step = host_waits(sim) - start;
+  // Prompts of different lengths, so that neither finds the other's RoPE tables kept: 8 tokens' difference.
+  start = host_waits(sim);
+  generate(model, {1, 4}, 1, {}, gen);
+  const std::size_t one = host_waits(sim) - start;
+  start = host_waits(sim);
+  generate(model, {1, 4, 7}, 9, {}, gen);
+  const double token = static_cast<double>(host_waits(sim) - start - one) / 8;
+  set_default_device(before_default);
+  WARN("host waits: " << step << " a training step, " << token << " a generated token, " << one << " the prompt");
+  CHECK(step <= kStepWaits);
+  CHECK(token <= kTokenWaits);
+}
