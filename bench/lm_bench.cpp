@@ -5,6 +5,9 @@
 // the cache and without it. tools/compare/torch_lm_train.py runs the same model and shapes in PyTorch.
 //
 //   build/bench/bin/lm_bench [--block llama|2017|2017+CHANGE] [--threads N] [--steps N] [--precision fp32|bf16]
+//                            [--device cpu|cuda|cuda-sim]
+// On a GPU the step's time includes the wait for its loss (LMTrainer::step reads it): the GPU's work, not only
+// its launches; MFU is printed for the CPU only (cpu/peak.h measures the CPU's peak).
 #include <fmt/format.h>
 #include <omp.h>
 
@@ -21,7 +24,7 @@ using namespace stepformer;
 using namespace stepformer::transformer;
 
 int main(int argc, char** argv) {
-  std::string block = "llama", precision = "fp32";
+  std::string block = "llama", precision = "fp32", device = "cpu";
   int threads = 0, steps = 10;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--threads"))
@@ -32,12 +35,17 @@ int main(int argc, char** argv) {
       precision = argv[i + 1];
     else if (!std::strcmp(argv[i], "--block"))
       block = argv[i + 1];
+    else if (!std::strcmp(argv[i], "--device"))
+      device = argv[i + 1];
   }
   if (argc % 2 == 0 || steps < 1 || (precision != "fp32" && precision != "bf16")) {
-    fmt::print(stderr, "usage: lm_bench [--block NAME] [--threads N] [--steps N] [--precision fp32|bf16]\n");
+    fmt::print(stderr,
+               "usage: lm_bench [--block NAME] [--threads N] [--steps N] [--precision fp32|bf16] [--device NAME]\n");
     return 2;
   }
   if (threads > 0) omp_set_num_threads(threads);
+  const Device dev = parse_device(device);
+  set_default_device(dev);  // the model, its batch and its optimizer's state
   const std::int64_t B = 16, T = 128, V = 2000;
   LMConfig cfg = lm_config_from_name(block, V);
   cfg.max_len = 512;
@@ -56,19 +64,31 @@ int main(int argc, char** argv) {
     total += t;
   }
   const double flops = 3 * lm_forward_flops(cfg, B, T);
-  const double peak =
-      precision == "bf16" ? cpu::bf16_peak_flops(omp_get_max_threads()) : cpu::peak_flops(omp_get_max_threads());
-  fmt::print("lm {} {}: {} parameters, batch {} x {} tokens, {} threads: train step {:.1f} ms (best) {:.1f} ms (mean of "
-             "{}), {:.0f} tokens/s, {:.2f} model GFLOP/step, MFU {:.1f}% of {:.0f} GFLOP/s\n",
-             block, precision, model.parameter_count(), B, T, omp_get_max_threads(), best * 1e3, total / steps * 1e3,
-             steps, static_cast<double>(B * T) / best, flops / 1e9, 100 * flops / best / peak, peak / 1e9);
+  std::string mfu;
+  if (dev.type == DeviceType::cpu) {
+    const double peak =
+        precision == "bf16" ? cpu::bf16_peak_flops(omp_get_max_threads()) : cpu::peak_flops(omp_get_max_threads());
+    mfu = fmt::format(", MFU {:.1f}% of {:.0f} GFLOP/s", 100 * flops / best / peak, peak / 1e9);
+  }
+  const std::string where =
+      dev.type == DeviceType::cpu ? fmt::format("{} threads", omp_get_max_threads()) : std::string(device_name(dev));
+  fmt::print("lm {} {}: {} parameters, batch {} x {} tokens, {}: train step {:.1f} ms (best) {:.1f} ms (mean of {}), "
+             "{:.0f} tokens/s, {:.2f} model GFLOP/step{}\n",
+             block, precision, model.parameter_count(), B, T, where, best * 1e3, total / steps * 1e3, steps,
+             static_cast<double>(B * T) / best, flops / 1e9, mfu);
   const std::int64_t n = 256;
   double seconds[2];
+  std::size_t waits[2];
   for (const bool cached : {false, true}) {
     Generator g(3);
+    const std::size_t before = host_waits(dev);
     seconds[cached] = bench::seconds([&] { generate(model, {Vocabulary::kEos}, n, {0.8, 0, 0.9}, g, cached); });
+    waits[cached] = host_waits(dev) - before;
   }
-  fmt::print("generation of {} tokens: with the KV cache {:.0f} tokens/s, without {:.0f} tokens/s: {:.1f}x\n", n,
+  fmt::print("generation of {} tokens: with the KV cache {:.0f} tokens/s, without {:.0f} tokens/s: {:.1f}x", n,
              n / seconds[1], n / seconds[0], seconds[0] / seconds[1]);
+  if (waits[1] > 0)  // docs/09_cuda.md, "Where the host waits"
+    fmt::print("; host waits per token {:.1f} with the cache", static_cast<double>(waits[1]) / static_cast<double>(n));
+  fmt::print("\n");
   return 0;
 }

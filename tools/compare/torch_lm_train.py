@@ -3,7 +3,8 @@
 grouped-query attention, no biases, tied embeddings), D 256, 4 layers, 8 heads of which 2 key/value, SwiGLU hidden
 688, vocabulary 2000, batch 16 x 128 random tokens; Adam (0.9, 0.95), gradient clipping at 1. Prints the training
 step's best and mean time and tokens/s, as lm_bench does. --precision bf16 runs the forward and the loss under
-torch.autocast("cpu", dtype=torch.bfloat16), as a PyTorch user would for speed.
+torch.autocast("cpu", dtype=torch.bfloat16), as a PyTorch user would for speed. --device cuda runs it on the
+GPU (autocast("cuda") for bf16), each step ending in a synchronisation, as lm_bench's step ends reading its loss.
 
     OMP_NUM_THREADS=2 LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-openmp \\
         /usr/bin/python3 tools/compare/torch_lm_train.py --threads 2
@@ -29,8 +30,8 @@ class RMSNorm(torch.nn.Module):
 def rope(x):
     """Half-split pairs (i, i + Dh/2), positions 0..T-1; x [B, H, T, Dh]."""
     T, Dh = x.shape[2], x.shape[3]
-    theta = 10000.0 ** (-torch.arange(0, Dh, 2, dtype=torch.float32) / Dh)
-    angle = torch.arange(T, dtype=torch.float32)[:, None] * theta[None, :]
+    theta = 10000.0 ** (-torch.arange(0, Dh, 2, dtype=torch.float32, device=x.device) / Dh)
+    angle = torch.arange(T, dtype=torch.float32, device=x.device)[:, None] * theta[None, :]
     cos, sin = angle.cos(), angle.sin()
     a, b = x[..., : Dh // 2], x[..., Dh // 2:]
     return torch.cat([a * cos - b * sin, b * cos + a * sin], dim=-1)
@@ -74,7 +75,7 @@ class LanguageModel(torch.nn.Module):
 
     def forward(self, ids):
         T = ids.shape[1]
-        future = torch.ones(T, T, dtype=torch.bool).triu(1)
+        future = torch.ones(T, T, dtype=torch.bool, device=ids.device).triu(1)
         x = self.tokens(ids) * math.sqrt(self.d)
         for block in self.blocks:
             x = block(x, future)
@@ -86,15 +87,17 @@ def main():
     parser.add_argument("--threads", type=int, default=0)
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
+    parser.add_argument("--device", default="cpu")
     args = parser.parse_args()
+    device = torch.device(args.device)
     if args.threads:
         torch.set_num_threads(args.threads)
     torch.manual_seed(1)
     B, T, V = 16, 128, 2000
-    model = LanguageModel(V)
+    model = LanguageModel(V).to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=2e-3, betas=(0.9, 0.95), eps=1e-8)
-    ids = torch.randint(0, V, (B, T + 1))
-    autocast = (torch.autocast("cpu", dtype=torch.bfloat16) if args.precision == "bf16"
+    ids = torch.randint(0, V, (B, T + 1)).to(device)
+    autocast = (torch.autocast(device.type, dtype=torch.bfloat16) if args.precision == "bf16"
                 else contextlib.nullcontext())
 
     def step():
@@ -105,6 +108,8 @@ def main():
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
+        if device.type == "cuda":
+            torch.cuda.synchronize()
 
     step()
     times = []
@@ -114,7 +119,7 @@ def main():
         times.append(time.perf_counter() - start)
     params = sum(p.numel() for p in model.parameters())
     print(f"PyTorch {torch.__version__} lm llama {args.precision}: {params} parameters, batch {B} x {T} tokens, "
-          f"{torch.get_num_threads()} threads: train step {min(times) * 1e3:.1f} ms (best) "
+          f"{str(torch.get_num_threads()) + ' threads' if device.type == 'cpu' else device}: train step {min(times) * 1e3:.1f} ms (best) "
           f"{sum(times) / len(times) * 1e3:.1f} ms (mean of {args.steps}), {B * T / min(times):.0f} tokens/s")
 
 

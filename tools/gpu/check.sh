@@ -7,8 +7,10 @@
 #                             shared libraries they load, and the King James Bible's text (bible-kjv, which the
 #                             machine lacks), into .gpu/pack.tar.xz (ignored; about 12 MB)
 #   tools/gpu/check.sh run    there, from the repository's root: every cuda/ test variant, the GEMMs against
-#                             cuBLAS (cuda_gemm_bench, tools/compare/torch_cuda_gemm.py), attention_bench, the toy
-#                             demo and chapter 12's language model (float32 and bfloat16 autocast) on the GPU,
+#                             cuBLAS (cuda_gemm_bench, tools/compare/torch_cuda_gemm.py), attention_bench, chapter
+#                             12's training step against PyTorch eager's and its decoding (lm_bench,
+#                             tools/compare/torch_lm_train.py), the toy demo and chapter 12's language model
+#                             (float32 and bfloat16 autocast) on the GPU,
 #                             then compute-sanitizer's memcheck, racecheck and initcheck on the attention kernels
 #                             and the oracle's cases; one log per step in $OUT (default gpu-out), a summary line
 #                             per step on stdout
@@ -60,6 +62,12 @@ case "${1:-}" in
     cat "$out/cublas.log"
     step attention 180 "$bin/attention_bench" --device cuda --max-len 4096
     cat "$out/attention.log"
+    for precision in fp32 bf16; do  # chapter 12's default model, ours and PyTorch eager's, the same shapes
+      step "lm-bench-$precision" 120 "$bin/lm_bench" --device cuda --precision "$precision" --steps 20
+      step "torch-lm-$precision" 120 python3 tools/compare/torch_lm_train.py --device cuda --precision "$precision" \
+        --steps 20
+      cat "$out/lm-bench-$precision.log" "$out/torch-lm-$precision.log"
+    done
     step toy 60 "$bin/07_transformer" --device cuda --out "$out/toy" toy
     for precision in fp32 bf16; do
       step "lm-$precision" 120 "$bin/12_modern_lm" --device cuda --kjv-file "$bin/kjv.txt" --precision "$precision" \
