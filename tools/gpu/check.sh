@@ -13,7 +13,9 @@
 #                             (float32 and bfloat16 autocast) on the GPU,
 #                             then compute-sanitizer's memcheck, racecheck and initcheck on the attention kernels
 #                             and the oracle's cases; one log per step in $OUT (default gpu-out), a summary line
-#                             per step on stdout
+#                             per step on stdout. `run STEP...` runs only the steps named (cuda autograd nn
+#                             transformer gemm cublas attention lm-bench-fp32 torch-lm-fp32 lm-bench-bf16
+#                             torch-lm-bf16 toy lm-fp32 lm-bf16 memcheck racecheck initcheck)
 #   tools/gpu/check.sh ablation STEPS [ARGS...]   there: chapter 12's ablation on the machine's CPU cores, one
 #                             process per block and seed (seeds 1 and 2, 1 OpenMP thread each), then the table and
 #                             picture of all runs ($OUT/ablation)
@@ -42,8 +44,10 @@ case "${1:-}" in
     [ -e "$built_in" ] || { mkdir -p "$(dirname "$built_in")" && ln -s "$PWD" "$built_in"; }
     export LD_LIBRARY_PATH=$PWD/$bin/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
     nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+    only=" ${*:2} "  # `run NAME...`: only the steps whose names are given (a shorter lease); none: every step
     step() {  # step NAME SECONDS COMMAND...
       local name=$1 limit=$2 start=$SECONDS; shift 2
+      if [ "$only" != "  " ] && [[ "$only" != *" $name "* ]]; then return; fi
       timeout "$limit" "$@" >"$out/$name.log" 2>&1
       local status=$?
       printf '%-12s exit %3d %4ds  %s\n' "$name" $status $((SECONDS - start)) \
@@ -57,22 +61,22 @@ case "${1:-}" in
     step transformer 180 "$bin/transformer_tests" "~[cpu-only]" --order decl
     unset STEPFORMER_TEST_DEVICE
     step gemm 120 "$bin/cuda_gemm_bench"
-    cat "$out/gemm.log"
+    cat 2>/dev/null "$out/gemm.log"
     step cublas 120 python3 tools/compare/torch_cuda_gemm.py
-    cat "$out/cublas.log"
+    cat 2>/dev/null "$out/cublas.log"
     step attention 180 "$bin/attention_bench" --device cuda --max-len 4096
-    cat "$out/attention.log"
+    cat 2>/dev/null "$out/attention.log"
     for precision in fp32 bf16; do  # chapter 12's default model, ours and PyTorch eager's, the same shapes
       step "lm-bench-$precision" 120 "$bin/lm_bench" --device cuda --precision "$precision" --steps 20
       step "torch-lm-$precision" 120 python3 tools/compare/torch_lm_train.py --device cuda --precision "$precision" \
         --steps 20
-      cat "$out/lm-bench-$precision.log" "$out/torch-lm-$precision.log"
+      cat 2>/dev/null "$out/lm-bench-$precision.log" "$out/torch-lm-$precision.log"
     done
     step toy 60 "$bin/07_transformer" --device cuda --out "$out/toy" toy
     for precision in fp32 bf16; do
       step "lm-$precision" 120 "$bin/12_modern_lm" --device cuda --kjv-file "$bin/kjv.txt" --precision "$precision" \
         --steps 300 --out "$out/lm-$precision"
-      tail -4 "$out/lm-$precision.log"
+      tail -4 2>/dev/null "$out/lm-$precision.log"
     done
     export STEPFORMER_TEST_DEVICE=cuda
     for tool in memcheck racecheck initcheck; do
