@@ -52,34 +52,34 @@ TEMPLATE_TEST_CASE("every GEMM micro-kernel matches the reference on odd sizes a
   // float: each output sums K products of values in [-1, 1]; the blocked order differs from the
   // reference's, so allow K ulps of the sum's scale. double: the same with its own epsilon.
   const double eps = std::is_same_v<T, float> ? 1.2e-7 : 2.3e-16;
-  for (const auto& kernel : kernels) {
-    for (const std::int64_t M : {1, 7, 33, 65, 257})
-      for (const std::int64_t N : {1, 7, 33, 65, 257})
-        for (const std::int64_t K : {1, 7, 65, 257}) {
-          if (M * N * K > 257 * 65 * 257) continue;  // keep the test fast; 257^3 runs below
-          for (const bool trans_a : {false, true})
-            for (const bool trans_b : {false, true}) {
-              INFO(kernel.name << " M=" << M << " N=" << N << " K=" << K << " trans_a=" << trans_a
-                               << " trans_b=" << trans_b);
-              const auto av = random_values<T>(M * K, 1), bv = random_values<T>(K * N, 2);
-              const MatrixView<const T> a{av.data(), trans_a ? 1 : K, trans_a ? M : 1};
-              const MatrixView<const T> b{bv.data(), trans_b ? 1 : N, trans_b ? K : 1};
-              // C with a row stride larger than N (a view into a wider matrix); beta != 0 reads it.
-              auto got = random_values<T>(M * (N + 3), 3), want = got;
-              const T alpha = T(0.5), beta = (M + N) % 2 ? T(0) : T(-2);
+  // The reference once per problem (under the sanitizers its triple loop is most of the test's time), then every
+  // kernel on one and two threads against it.
+  for (const std::int64_t M : {1, 7, 33, 65, 257})
+    for (const std::int64_t N : {1, 7, 33, 65, 257})
+      for (const std::int64_t K : {1, 7, 65, 257}) {
+        if (M * N * K > 257 * 65 * 257) continue;  // keep the test fast; 257^3 runs below
+        for (const bool trans_a : {false, true})
+          for (const bool trans_b : {false, true}) {
+            const auto av = random_values<T>(M * K, 1), bv = random_values<T>(K * N, 2);
+            const MatrixView<const T> a{av.data(), trans_a ? 1 : K, trans_a ? M : 1};
+            const MatrixView<const T> b{bv.data(), trans_b ? 1 : N, trans_b ? K : 1};
+            // C with a row stride larger than N (a view into a wider matrix); beta != 0 reads it.
+            auto got = random_values<T>(M * (N + 3), 3), want = got;
+            const T alpha = T(0.5), beta = (M + N) % 2 ? T(0) : T(-2);
+            reference<T>(M, N, K, alpha, a, b, beta, {want.data(), N + 3, 1});
+            for (const auto& kernel : kernels)
               for (const int threads : {1, 2}) {
+                INFO(kernel.name << " M=" << M << " N=" << N << " K=" << K << " trans_a=" << trans_a
+                                 << " trans_b=" << trans_b << " threads=" << threads);
                 auto g = got;
                 gemm<T>(M, N, K, alpha, a, b, beta, {g.data(), N + 3, 1}, threads, &kernel);
-                if (threads == 1) reference<T>(M, N, K, alpha, a, b, beta, {want.data(), N + 3, 1});
                 double worst = 0;
                 for (std::size_t i = 0; i < g.size(); ++i)
                   worst = std::max(worst, std::abs(static_cast<double>(g[i]) - static_cast<double>(want[i])));
-                INFO("threads=" << threads);
                 CHECK(worst <= 2.0 * static_cast<double>(K) * eps + 4 * eps);
               }
-            }
-        }
-  }
+          }
+      }
 }
 
 TEMPLATE_TEST_CASE("GEMM: 257^3, C with column stride, beta == 0 never reads C, empty sizes", "[gemm]", float, double) {
@@ -145,21 +145,24 @@ TEMPLATE_TEST_CASE("GEMM: thin products (M <= 4) agree with the reference, B eit
     for (const std::int64_t N : {1, 300, 1100})
       for (const std::int64_t K : {1, 33, 1000})
         for (const bool trans_a : {false, true})
-          for (const bool trans_b : {false, true})
+          for (const bool trans_b : {false, true}) {
+            const auto av = random_values<T>(M * K, 14), bv = random_values<T>(K * N, 15);
+            const MatrixView<const T> a{av.data(), trans_a ? 1 : K, trans_a ? M : 1};
+            const MatrixView<const T> b{bv.data(), trans_b ? 1 : N, trans_b ? K : 1};
+            const auto before = random_values<T>(M * N * 2, 16);
+            auto want = before;
+            reference<T>(M, N, K, T(1.5), a, b, T(0.5), {want.data(), 2 * N, 2});
             for (const int threads : {1, 2}) {
               INFO("M=" << M << " N=" << N << " K=" << K << " trans_a=" << trans_a << " trans_b=" << trans_b
                         << " threads=" << threads);
-              const auto av = random_values<T>(M * K, 14), bv = random_values<T>(K * N, 15);
-              const MatrixView<const T> a{av.data(), trans_a ? 1 : K, trans_a ? M : 1};
-              const MatrixView<const T> b{bv.data(), trans_b ? 1 : N, trans_b ? K : 1};
-              auto got = random_values<T>(M * N * 2, 16), want = got;
+              auto got = before;
               gemm<T>(M, N, K, T(1.5), a, b, T(0.5), {got.data(), 2 * N, 2}, threads);
-              reference<T>(M, N, K, T(1.5), a, b, T(0.5), {want.data(), 2 * N, 2});
               double worst = 0;
               for (std::size_t i = 0; i < got.size(); ++i)
                 worst = std::max(worst, std::abs(static_cast<double>(got[i]) - static_cast<double>(want[i])));
               CHECK(worst <= 4.0 * static_cast<double>(K) * eps + 4 * eps);
             }
+          }
 }
 
 // bfloat16 A and B, float32 C (chapter 11): gemm's own choice (the vdpbf16ps kernel, avx512_bf16, on a CPU that
