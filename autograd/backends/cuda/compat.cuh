@@ -5,12 +5,19 @@
 // Kernel files write CUDA and never `<<< >>>`; the few spellings that differ are defined here.
 // The same kernels exist twice in one library, so everything lives in namespace stepformer::<device>
 // (STEPFORMER_CUDA_NS is `cuda` or `cuda_sim`, set by CMake).
+#include <atomic>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
 #include "../elementwise_math.h"
 #include "autograd/errors.h"
+
+namespace stepformer::STEPFORMER_CUDA_NS {
+// Every launch through `launch` below, on a GPU and on cuda-sim alike (Backend::kernel_launches).
+inline std::atomic<std::size_t> launches{0};
+}  // namespace stepformer::STEPFORMER_CUDA_NS
 
 #if defined(__CUDACC__)
 #include <cuda_runtime.h>
@@ -27,6 +34,7 @@
 namespace stepformer::STEPFORMER_CUDA_NS {
 template <class... Params, class... Args>
 void launch(void (*kernel)(Params...), dim3 grid, dim3 block, std::size_t shared_bytes, Args... args) {
+  ++launches;
   kernel<<<grid, block, shared_bytes>>>(args...);
   STEPFORMER_CUDA_CHECK(cudaGetLastError());
 }
@@ -73,6 +81,7 @@ using cudasim::dim3;
 using cudasim::profile::next_launch_flops;
 template <class... Params, class... Args>
 void launch(void (*kernel)(Params...), dim3 grid, dim3 block, std::size_t shared_bytes, Args... args) {
+  ++launches;
   cudasim::launch(kernel, grid, block, shared_bytes, static_cast<Params>(args)...);
 }
 // The tensor cores' mma.sync, emulated: one meeting of the warp (cudasim.h).

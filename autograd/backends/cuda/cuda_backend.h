@@ -19,6 +19,7 @@ class CudaBackend final : public Backend {
   STEPFORMER_BACKEND_KERNELS
   std::size_t bytes_in_use() const override { return bytes_in_use_.load(); }
   std::size_t host_waits() const override { return host_waits_.load(); }
+  std::size_t kernel_launches() const override;  // memory.cu
 
   // transpose.cu: a copy into a contiguous `out` from an `in` whose last two dimensions are swapped in
   // memory, through shared-memory tiles; false (nothing done) for any other layout.

@@ -27,6 +27,8 @@ std::string out_of_memory(std::size_t bytes, std::size_t in_use) {
 // would make the host wait for the device (host_waits); only reading the result must.
 __global__ void reset_first_bad_index_kernel(long long* slot) { *slot = INT64_MAX; }
 
+std::size_t CudaBackend::kernel_launches() const { return launches.load(); }
+
 #if defined(__CUDACC__)
 
 Device CudaBackend::device() const { return Device{DeviceType::cuda, 0}; }

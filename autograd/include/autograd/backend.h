@@ -95,6 +95,9 @@ class Backend {
   // a copy between host and device memory (cudaMemcpy from ordinary host memory) makes the host wait for the
   // queue to drain. Zero where the device's memory is the host's.
   virtual std::size_t host_waits() const { return 0; }
+  // Kernels queued on this device so far: each costs the host microseconds to queue and the device some to start,
+  // which for a small model's many small kernels is most of a step. Zero where kernels are function calls.
+  virtual std::size_t kernel_launches() const { return 0; }
 
   // --- elementwise --------------------------------------------------------------------------------
   virtual void fill(const TensorDesc& out, double value) = 0;
