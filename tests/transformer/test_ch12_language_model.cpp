@@ -21,6 +21,12 @@ LMConfig tiny(const std::string& name) {
   c.max_len = 16;
   return c;
 }
+TokenStream repeated_text() {  // seven ids, twenty times
+  TokenStream s;
+  for (int rep = 0; rep < 20; ++rep)
+    for (std::int64_t id : {4, 9, 13, 4, 20, 7, 2}) s.ids.push_back(id);
+  return s;
+}
 }  // namespace
 
 TEST_CASE("every named block builds; each single change differs from the 2017 block", "[ch12]") {
@@ -157,9 +163,7 @@ TEST_CASE("verses, books held out, token streams and windows", "[ch12]") {
 TEST_CASE("the Llama-style model learns a repeated text (loss falls below 0.5 nats)", "[ch12]") {
   Generator gen(8);
   LanguageModel model(tiny("llama"), gen);
-  TokenStream s;
-  for (int rep = 0; rep < 20; ++rep)
-    for (std::int64_t id : {4, 9, 13, 4, 20, 7, 2}) s.ids.push_back(id);
+  const TokenStream s = repeated_text();
   LMTrainer trainer(model, {2e-2, 5, 60});
   double loss = 0;
   for (int i = 0; i < 60; ++i) loss = trainer.step(random_windows(s, 4, 12, gen));
@@ -180,9 +184,7 @@ TEST_CASE("on cuda-sim a training step and a generated token wait and launch no 
   set_default_device(sim);
   Generator gen(8);
   LanguageModel model(tiny("llama"), gen);
-  TokenStream s;
-  for (int rep = 0; rep < 20; ++rep)
-    for (std::int64_t id : {4, 9, 13, 4, 20, 7, 2}) s.ids.push_back(id);
+  const TokenStream s = repeated_text();
   LMTrainer trainer(model, {2e-2, 5, 60});
   trainer.step(random_windows(s, 4, 12, gen));  // the optimizer's state is made here, once
   const LMBatch batch = random_windows(s, 4, 12, gen);
