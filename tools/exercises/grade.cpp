@@ -138,6 +138,16 @@ int grade_jobs() {
   return env ? std::max(1, std::atoi(env)) : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 }
 
+void side_by_side(std::size_t n, const std::function<void(std::size_t)>& work) {
+  std::atomic<std::size_t> next{0};
+  std::vector<std::thread> workers;
+  for (int w = 0; w < grade_jobs(); ++w)
+    workers.emplace_back([&] {
+      for (std::size_t i; (i = next++) < n;) work(i);
+    });
+  for (std::thread& w : workers) w.join();
+}
+
 std::vector<Result> grade(const std::vector<Exercise>& all, const Builds& build, int chapter, const std::string& number,
                           bool with_needs, const std::string& bodies) {
   std::vector<const Exercise*> chosen;
@@ -167,14 +177,9 @@ std::vector<Result> grade(const std::vector<Exercise>& all, const Builds& build,
         continue;
       jobs.push_back({i, program, {}});
     }
-  std::atomic<std::size_t> next{0};
-  std::vector<std::thread> workers;
-  for (int w = 0; w < grade_jobs(); ++w)
-    workers.emplace_back([&] {
-      for (std::size_t j; (j = next++) < jobs.size();)
-        jobs[j].run = run_tagged(jobs[j].program, "[ex" + chosen[jobs[j].exercise]->number + "]", bodies);
-    });
-  for (std::thread& w : workers) w.join();
+  side_by_side(jobs.size(), [&](std::size_t j) {
+    jobs[j].run = run_tagged(jobs[j].program, "[ex" + chosen[jobs[j].exercise]->number + "]", bodies);
+  });
   std::vector<Result> results;
   std::set<std::string> failed;
   for (std::size_t i = 0; i < chosen.size(); ++i) {

@@ -2,12 +2,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstdlib>
 #include <map>
 #include <set>
 #include <string>
-#include <thread>
 
 #include "files/atomic_write.h"
 #include "verbs.h"
@@ -73,15 +71,10 @@ int prove(const fs::path& root, const std::vector<Exercise>& all, const std::vec
   std::map<std::string, Row> rows;
   // Each entry grades one exercise, mostly in one test program: grade_jobs() entries side by side.
   std::vector<Result> graded(bank.size());
-  std::atomic<std::size_t> next{0};
-  std::vector<std::thread> workers;
-  for (int w = 0; w < grade_jobs(); ++w)
-    workers.emplace_back([&] {
-      for (std::size_t i; (i = next++) < bank.size();)
-        graded[i] =
-            grade(all, build, -1, bank[i].number, false, "*=reference," + bank[i].number + "=" + bank[i].name).front();
-    });
-  for (std::thread& w : workers) w.join();
+  side_by_side(bank.size(), [&](std::size_t i) {
+    graded[i] =
+        grade(all, build, -1, bank[i].number, false, "*=reference," + bank[i].number + "=" + bank[i].name).front();
+  });
   for (std::size_t i = 0; i < bank.size(); ++i) {
     const exercises::BankEntry& e = bank[i];
     const Result& r = graded[i];

@@ -3,6 +3,7 @@
 // exercise, workspace.cpp writes a learner's copy with the solutions stubbed, prove.cpp is the CI's proof that
 // the tests catch every mistake in the bug bank, leaks.cpp finds answers left in a workspace.
 #include <filesystem>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -31,6 +32,8 @@ struct Result {
 // the exercises they need are graded too (not returned), so that blocked_by names unsolved ones of any chapter.
 // How many test programs run side by side: one per core (STEPFORMER_GRADE_JOBS overrides).
 int grade_jobs();
+// work(0) .. work(n - 1) on grade_jobs() threads, each taking the next index as it finishes one.
+void side_by_side(std::size_t n, const std::function<void(std::size_t)>& work);
 // `bodies`, when given, is the test programs' STEPFORMER_EXERCISE_BODIES (else they inherit this process's).
 std::vector<Result> grade(const std::vector<Exercise>& all, const Builds& build, int chapter,
                           const std::string& number = "", bool with_needs = true, const std::string& bodies = "");
