@@ -72,10 +72,11 @@ int main(int argc, char** argv) {
   }
   const std::string where =
       dev.type == DeviceType::cpu ? fmt::format("{} threads", omp_get_max_threads()) : std::string(device_name(dev));
-  fmt::print("lm {} {}: {} parameters, batch {} x {} tokens, {}: train step {:.1f} ms (best) {:.1f} ms (mean of {}), "
-             "{:.0f} tokens/s, {:.2f} model GFLOP/step{}\n",
-             block, precision, model.parameter_count(), B, T, where, best * 1e3, total / steps * 1e3, steps,
-             static_cast<double>(B * T) / best, flops / 1e9, mfu);
+  fmt::print(
+      "lm {} {}: {} parameters, batch {} x {} tokens, {}: train step {:.1f} ms (best) {:.1f} ms (mean of {}), "
+      "{:.0f} tokens/s, {:.2f} model GFLOP/step{}\n",
+      block, precision, model.parameter_count(), B, T, where, best * 1e3, total / steps * 1e3, steps,
+      static_cast<double>(B * T) / best, flops / 1e9, mfu);
   const std::int64_t n = 256;
   double seconds[2];
   std::size_t waits[2];
