@@ -1,7 +1,7 @@
 // The roofline of this CPU and where our kernels sit on it: the GEMM micro-kernel alone on cache-resident
 // panels (the arithmetic ceiling), a memory copy (the bandwidth ceiling), and softmax / layer_norm forward
 // and backward, sums and element-wise passes (casts, an add, a ReLU), in GB/s (bytes each must read and
-// write, over time).
+// write, over time); and the fused rms_norm against its composite, in time.
 //
 //   build/bench/bin/kernel_bench [--threads N]
 #include <fmt/format.h>
@@ -71,6 +71,17 @@ int main(int argc, char** argv) {
     const double t_both = bench::best_seconds([&] { layer_norm(x, w, b).backward(g); });
     fmt::print("layer_norm [{:5}, {:4}]: forward {:5.1f} GB/s, forward + backward {:5.1f} GB/s\n", rows, cols,
                2 * bytes / t_fwd / 1e9, 5 * bytes / t_both / 1e9);
+  }
+  // rms_norm, the fused op, against the composite it replaced (chapter 12's x * rsqrt(mean(x^2) + eps) * g), at the
+  // language model's shape (16 x 128 tokens of 256) and the base model's.
+  for (const auto& [rows, cols] : {std::pair<std::int64_t, std::int64_t>{2048, 256}, {16384, 512}}) {
+    const Tensor x = randn({rows, cols}, gen).set_requires_grad(), w = ones({cols}).set_requires_grad();
+    const Tensor g = randn({rows, cols}, gen);
+    const auto composite = [&] { return x * rsqrt(mean(x * x, {-1}, true) + 1e-5) * w; };
+    const double fused_s = bench::best_seconds([&] { rms_norm(x, w).backward(g); });
+    const double composite_s = bench::best_seconds([&] { composite().backward(g); });
+    fmt::print("rms_norm   [{:5}, {:4}]: forward + backward fused {:7.1f} us, composite {:7.1f} us ({:.2f}x)\n", rows,
+               cols, fused_s * 1e6, composite_s * 1e6, composite_s / fused_s);
   }
   // Element-wise passes a training step makes, on a [16384, 512] activation: autocast's casts to bfloat16 and
   // back, an add (a residual), a ReLU. Bytes: what each reads and writes.

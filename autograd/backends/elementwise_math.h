@@ -310,4 +310,24 @@ STEPFORMER_MATH_FN T smoothed_cross_entropy_target_grad(bool ignored, T g, doubl
   // END EXERCISE
 }
 
+// RMSNorm of one row of D (Zhang & Sennrich 2019, equation 4; torch.nn.functional.rms_norm): layer norm without
+// the mean. Every backend's rms_norm_forward and _backward sums over the row its own way (its mapping) and applies
+// these formulas:
+//   rstd = 1 / sqrt(mean(x^2) + eps),  y = x rstd g
+// Backward, with gx = dy g, xhat = x rstd and c = mean(gx xhat) (docs/12_modern_lm.md derives it):
+//   dx = rstd (gx - xhat c),  dg = sum over rows of dy xhat
+// rstd depends on every x of the row, hence the xhat c term: the part of dx that flows back through rstd.
+template <class T>
+STEPFORMER_MATH_FN T rms_norm_rstd(T sum_of_squares, std::int64_t D, T eps) {
+  // EXERCISE 12.1: rstd = 1 / sqrt(mean of the row's squares + eps) — no mean subtracted, eps under the root
+  return T(1) / sqrt_(sum_of_squares / static_cast<T>(D) + eps);
+  // END EXERCISE
+}
+template <class T>
+STEPFORMER_MATH_FN T rms_norm_dx(T gx, T xhat, T rstd, T mean_gx_xhat) {
+  // EXERCISE 12.1 (continued)
+  return rstd * (gx - xhat * mean_gx_xhat);
+  // END EXERCISE
+}
+
 }  // namespace stepformer

@@ -237,6 +237,32 @@ std::vector<Case> cases() {
             },
             5);
       }
+      for (const bool gain : {true, false}) {
+        const std::string which = gain ? " with gamma" : " without gamma";
+        add(
+            "rms_norm_forward", "5 rows" + which + size, dt,
+            [=](Device dev, Backend& b) {
+              Tensor y = sentinel(dev, {5, n}, dt), rstd = sentinel(dev, {5}, dt);
+              const Tensor g = input(dev, {n}, 77, dt);
+              b.rms_norm_forward(y.desc(), rstd.desc(), input(dev, {5, n}, 78, dt, -3, 5).desc(),
+                                 gain ? g.desc() : kNone, 1e-5);
+              return std::vector<Tensor>{y, rstd};
+            },
+            5);
+        add(
+            "rms_norm_backward", "5 rows" + which + size, dt,
+            [=](Device dev, Backend& b) {
+              const Tensor x = input(dev, {5, n}, 79, dt, -3, 5), g = input(dev, {n}, 80, dt);
+              // rstd from the reference, so that both devices start from the same statistic.
+              Tensor y = sentinel(kReference, {5, n}, dt), rstd = sentinel(kReference, {5}, dt);
+              backend_for(kReference).rms_norm_forward(y.desc(), rstd.desc(), x.to(kReference).desc(), kNone, 1e-5);
+              Tensor dx = sentinel(dev, {5, n}, dt), dg = sentinel(dev, {n}, dt);
+              b.rms_norm_backward(dx.desc(), gain ? dg.desc() : kNone, input(dev, {5, n}, 81, dt).desc(), x.desc(),
+                                  rstd.to(dev).desc(), gain ? g.desc() : kNone);
+              return std::vector<Tensor>{dx, dg};
+            },
+            5);
+      }
       // --- indexing --------------------------------------------------------------------------------
       add(
           "gather_rows", "rows of a [n, 7] table, repeated ids" + size, dt,

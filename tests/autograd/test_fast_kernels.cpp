@@ -39,7 +39,8 @@ void check_against_float64(Op op, std::int64_t rows, std::int64_t cols, bool tra
 
 }  // namespace
 
-TEST_CASE("float32 softmax, log_softmax, layer_norm, cross_entropy agree with float64 on odd sizes", "[fast]") {
+TEST_CASE("float32 softmax, log_softmax, layer_norm, rms_norm, cross_entropy agree with float64 on odd sizes",
+          "[fast]") {
   const std::int64_t rows = 5;
   for (const std::int64_t cols : {1, 7, 33, 65, 257})
     for (const bool transposed : {false, true}) {
@@ -53,6 +54,8 @@ TEST_CASE("float32 softmax, log_softmax, layer_norm, cross_entropy agree with fl
                             2e-6);
       check_against_float64([&](const Tensor& x) { return layer_norm(x, w.to(x.dtype()), b.to(x.dtype())); }, rows,
                             cols, transposed, 3, 1e-5, 1e-5, 1e-5);
+      check_against_float64([&](const Tensor& x) { return rms_norm(x, w.to(x.dtype())); }, rows, cols, transposed, 7,
+                            1e-5, 1e-5, 1e-5);
       check_against_float64([&](const Tensor& x) { return cross_entropy(x, targets, -100, 0.1); }, rows, cols,
                             transposed, 6, 1e-6, 1e-6, 2e-6);
       // layer_norm's weight and bias gradients (summed over rows in fixed blocks by the float32 kernel).
@@ -65,5 +68,10 @@ TEST_CASE("float32 softmax, log_softmax, layer_norm, cross_entropy agree with fl
       sum(layer_norm(view_of(x64, transposed), w64, b64) * g).backward();
       CHECK(close(w32.grad(), w64.grad(), 1e-5, 1e-5));
       CHECK(close(b32.grad(), b64.grad(), 1e-5, 1e-5));
+      // rms_norm's gain gradient, summed the same way.
+      for (Tensor* p : {&w32, &w64}) p->zero_grad();
+      sum(rms_norm(view_of(x32, transposed), w32) * g.to(DType::float32)).backward();
+      sum(rms_norm(view_of(x64, transposed), w64) * g).backward();
+      CHECK(close(w32.grad(), w64.grad(), 1e-5, 1e-5));
     }
 }

@@ -138,6 +138,8 @@ std::vector<Case> cases() {
       {"log_softmax", "dim 1 of 3-D", {{2, 3, 4}}, [](auto& x) { return log_softmax(x[0], 1); }},
       {"layer_norm", "affine", {{3, 5}, {5}, {5}}, [](auto& x) { return layer_norm(x[0], x[1], x[2]); }},
       {"layer_norm", "no affine, transposed", {{5, 3}}, [T](auto& x) { return layer_norm(T(x[0]), {}, {}); }},
+      {"rms_norm", "gain", {{3, 5}, {5}}, [](auto& x) { return rms_norm(x[0], x[1]); }},
+      {"rms_norm", "no gain, transposed", {{5, 3}}, [T](auto& x) { return rms_norm(T(x[0]), {}); }},
       {"embedding",
        "repeated ids",
        {{5, 3}},

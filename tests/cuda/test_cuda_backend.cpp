@@ -270,7 +270,7 @@ TEST_CASE("cuda: matmul through the op, batched and broadcast, forward and backw
   }
 }
 
-TEST_CASE("cuda: softmax, log_softmax and layer_norm rows of odd lengths", "[cuda]") {
+TEST_CASE("cuda: softmax, log_softmax, layer_norm and rms_norm rows of odd lengths", "[cuda]") {
   for (const DType dt : {DType::float32, DType::float64}) {
     for (const std::int64_t C : {1, 7, 32, 33, 100}) {
       DYNAMIC_SECTION(dtype_name(dt) << " rows of " << C) {
@@ -282,6 +282,8 @@ TEST_CASE("cuda: softmax, log_softmax and layer_norm rows of odd lengths", "[cud
         check_parity([](auto& v) { return layer_norm(v[0], v[1], v[2]); },
                      {x, cpu_input({C}, 2, dt, 0.5, 1.5), cpu_input({C}, 3, dt)}, tol * 20);
         check_parity([](auto& v) { return layer_norm(v[0], Tensor(), Tensor()); }, {x}, tol * 20);
+        check_parity([](auto& v) { return rms_norm(v[0], v[1]); }, {x, cpu_input({C}, 4, dt, 0.5, 1.5)}, tol * 20);
+        check_parity([](auto& v) { return rms_norm(v[0], Tensor()); }, {x}, tol * 20);
       }
     }
   }

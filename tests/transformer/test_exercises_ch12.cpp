@@ -1,6 +1,6 @@
 // Chapter 12. The graded tests of chapter 12's exercises (docs/exercises.md): test [ex12.M] grades exercise 12.M,
-// against values computed another way (plain loops in double), forward only except 12.3's backward. Where a result
-// equals what a known mistake computes, the message names that mistake.
+// against values computed another way (plain loops in double), forward only except 12.1's and 12.3's backward. Where a
+// result equals what a known mistake computes, the message names that mistake.
 #include <cmath>
 
 #include "../helpers.h"
@@ -34,37 +34,65 @@ std::vector<double> by_row(const std::vector<double>& x, std::size_t D, F f) {
 }
 }  // namespace
 
-TEST_CASE("ex12.1: RMSNorm: x / sqrt(mean(x^2) + eps) * weight", "[ex12.1]") {
+TEST_CASE("ex12.1: RMSNorm: rstd = 1 / sqrt(mean(x^2) + eps), y = x rstd g, and its backward", "[ex12.1]") {
   RMSNorm norm(4);
   {
     const NoGradGuard no_grad;
     copy_(norm.weight, from_vector(std::vector<double>{1, -2, 0.5, 3}, {4}));
   }
+  const std::vector<double> g{1, -2, 0.5, 3};
   // Rows of size ~1e-3: mean(x^2) ~ 1e-6 is below eps = 1e-5, so where eps sits shows.
   for (const double scale : {1.0, 1e-3}) {
     const std::vector<double> x{1 * scale, 2 * scale, -3 * scale, 0.5 * scale, 4 * scale, 4 * scale, 1 * scale, 0};
     const auto got = norm(from_vector(x, {2, 4})).to_vector<double>();  // float32, as the weight
-    const std::vector<double> g{1, -2, 0.5, 3};
-    const auto rms_norm = [&](bool centre, bool eps_outside) {
+    enum class Slip { none, eps_outside, sum_not_mean };
+    const auto rms_norm_of = [&](Slip slip) {
       return by_row(x, 4, [&](std::vector<double> row) {
-        double mean = 0, ms = 0;
-        for (double v : row) mean += v / 4;
-        for (double& v : row) v -= centre ? mean : 0;
-        for (double v : row) ms += v * v / 4;
-        const double denominator = eps_outside ? std::sqrt(ms) + 1e-5 : std::sqrt(ms + 1e-5);
+        double squares = 0;
+        for (double v : row) squares += v * v;
+        const double ms = slip == Slip::sum_not_mean ? squares : squares / 4;
+        const double denominator = slip == Slip::eps_outside ? std::sqrt(ms) + 1e-5 : std::sqrt(ms + 1e-5);
         for (std::size_t i = 0; i < 4; ++i) row[i] = row[i] / denominator * g[i];
         return row;
       });
     };
-    const double tol = 1e-5 * std::max(1.0, max_diff(rms_norm(false, false), std::vector<double>(8, 0.0)));
-    std::string diagnosis = "y = x / sqrt(mean(x^2 over the last dim) + eps) * weight";
-    if (max_diff(got, rms_norm(true, false)) <= tol)
-      diagnosis = mistake("mean-subtracted", "the mean subtracted first: that is LayerNorm; RMSNorm keeps the mean");
-    else if (max_diff(got, rms_norm(false, true)) <= tol)
+    const double tol = 1e-5 * std::max(1.0, max_diff(rms_norm_of(Slip::none), std::vector<double>(8, 0.0)));
+    std::string diagnosis = "rstd = 1 / sqrt(mean(x^2 over the last dim) + eps), y = x * rstd * weight";
+    if (max_diff(got, rms_norm_of(Slip::eps_outside)) <= tol)
       diagnosis = mistake("eps-outside-root", "sqrt(mean(x^2)) + eps: eps goes inside the root, sqrt(mean(x^2) + eps)");
+    else if (max_diff(got, rms_norm_of(Slip::sum_not_mean)) <= tol)
+      diagnosis = mistake("sum-not-mean", "the sum of the squares: RMS is the root of their mean, divide by D");
     INFO(diagnosis << " (rows of size " << scale << ")");
-    CHECK(max_diff(got, rms_norm(false, false)) <= tol);
+    CHECK(max_diff(got, rms_norm_of(Slip::none)) <= tol);
   }
+  // The backward, in float64: dx = rstd (gx - xhat mean(gx xhat)) with gx = dy g, xhat = x rstd; dg = sum dy xhat.
+  const std::vector<double> xv{1, 2, -3, 0.5, 4, 4, 1, 0}, dyv{0.3, -1, 2, 0.7, -0.4, 1.5, 0.2, -2};
+  Tensor x = from_vector(xv, {2, 4}, {DType::float64}), w = from_vector(g, {4}, {DType::float64});
+  x.set_requires_grad(true);
+  w.set_requires_grad(true);
+  rms_norm(x, w).backward(from_vector(dyv, {2, 4}, {DType::float64}));
+  std::vector<double> dx, dx_rstd_constant, dg(4, 0.0);
+  for (std::size_t r = 0; r < 2; ++r) {
+    double ms = 0, c = 0;
+    for (std::size_t i = 0; i < 4; ++i) ms += xv[r * 4 + i] * xv[r * 4 + i] / 4;
+    const double rstd = 1 / std::sqrt(ms + 1e-5);
+    for (std::size_t i = 0; i < 4; ++i) c += dyv[r * 4 + i] * g[i] * xv[r * 4 + i] * rstd / 4;
+    for (std::size_t i = 0; i < 4; ++i) {
+      const double gx = dyv[r * 4 + i] * g[i], xhat = xv[r * 4 + i] * rstd;
+      dx.push_back(rstd * (gx - xhat * c));
+      dx_rstd_constant.push_back(rstd * gx);
+      dg[i] += dyv[r * 4 + i] * xhat;
+    }
+  }
+  const auto got_dx = x.grad().to_vector<double>();
+  std::string diagnosis = "dx = rstd * (gx - xhat * mean(gx * xhat)), gx = dy * g, xhat = x * rstd";
+  if (max_diff(got_dx, dx_rstd_constant) < 1e-9)
+    diagnosis = mistake("rstd-constant",
+                        "dx = rstd * gx treats rstd as a constant: it depends on every x of the row, which adds "
+                        "-rstd * xhat * mean(gx * xhat)");
+  INFO(diagnosis);
+  CHECK(max_diff(got_dx, dx) < 1e-9);
+  CHECK(max_diff(w.grad().to_vector<double>(), dg) < 1e-9);
 }
 
 TEST_CASE("ex12.2: RoPE: pair i of position start + t turned by (start + t) base^(-2i/Dh)", "[ex12.2]") {

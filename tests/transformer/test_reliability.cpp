@@ -132,6 +132,25 @@ TEST_CASE("training is bit-identical on 1 and 2 threads", "[reliability][threads
   CHECK(one == two);
 }
 
+TEST_CASE("rms_norm's rows and gain gradient are bit-identical on 1 and 2 threads",
+          "[reliability][threads][cpu-only]") {
+  // [768, 64]: above kParallelGrain, so rows are split between threads and the gain's gradient is summed in blocks
+  // of rows by both; ThreadSanitizer watches this test too (preset tsan).
+  auto run = [](int threads) {
+    const int before = omp_get_max_threads();
+    omp_set_num_threads(threads);
+    Generator gen(7);
+    Tensor x = randn({768, 64}, gen).set_requires_grad(), w = randn({64}, gen).set_requires_grad();
+    const Tensor g = randn({768, 64}, gen);
+    const Tensor y = rms_norm(x, w);
+    y.backward(g);
+    omp_set_num_threads(before);
+    return std::vector<std::vector<float>>{y.to_vector<float>(), x.grad().to_vector<float>(),
+                                           w.grad().to_vector<float>()};
+  };
+  CHECK(run(1) == run(2));
+}
+
 TEST_CASE("training steps on cuda-sim and on the reference device match the CPU within tolerance, dropout included",
           "[reliability][cuda][cpu-only]") {
   // The same weights (made on the CPU, moved with Module::to), the same batches and the same dropout masks

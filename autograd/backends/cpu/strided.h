@@ -52,7 +52,7 @@ void for_each_row(const std::array<const TensorDesc*, K>& d, Body&& body) {
 
 // body(i) for i in [0, n), over OpenMP threads when `parallel`. An exception must not leave an OpenMP
 // region (that is std::terminate, a crash): the first one thrown is kept and rethrown after the loop.
-// (The cross-entropy rows are an exercise: a workspace's unsolved stub throws from inside a row.)
+// (The cross-entropy and RMSNorm rows are exercises: a workspace's unsolved stub throws from inside a row.)
 template <class Body>
 void parallel_for_rethrow(std::int64_t n, bool parallel, Body&& body) {
   std::exception_ptr error;

@@ -6,6 +6,8 @@
 // dgamma, dbeta — sums over rows, one thread per column: thread i walks rows 0..R-1 of column i, so a
 //   warp reads 32 consecutive elements of one row at each step (coalesced), and the order of the
 //   additions is fixed: no atomics, the same result on every run.
+// RMSNorm: the same mapping, one pass for the sum of squares (no mean to subtract), and rstd and dx from
+// ../elementwise_math.h's rms_norm_rstd and rms_norm_dx, the formulas every backend shares.
 #include "cuda_backend.h"
 #include "device_utils.cuh"
 
@@ -72,6 +74,47 @@ __global__ void layer_norm_param_grads_kernel(T* dgamma, T* dbeta, const T* dy, 
   }
 }
 
+template <class T>
+__global__ void rms_norm_forward_kernel(T* y, T* rstd, const T* x, const T* gamma, std::int64_t rows, std::int64_t D,
+                                        T eps) {
+  const int lane = threadIdx.x;
+  for (std::int64_t r = first_row(); r < rows; r += row_stride()) {
+    const T* xr = x + r * D;
+    T* yr = y + r * D;
+    T sq = 0;
+    for (std::int64_t i = lane; i < D; i += kWarp) sq += xr[i] * xr[i];
+    const T rs = rms_norm_rstd(warp_reduce(sq, Sum{}), D, eps);
+    for (std::int64_t i = lane; i < D; i += kWarp) yr[i] = xr[i] * rs * (gamma ? gamma[i] : T(1));
+    if (lane == 0) rstd[r] = rs;
+  }
+}
+
+template <class T>
+__global__ void rms_norm_backward_kernel(T* dx, const T* dy, const T* x, const T* rstd, const T* gamma,
+                                         std::int64_t rows, std::int64_t D) {
+  const int lane = threadIdx.x;
+  for (std::int64_t r = first_row(); r < rows; r += row_stride()) {
+    const T* xr = x + r * D;
+    const T* dyr = dy + r * D;
+    const T rs = rstd[r];
+    T sum_gx_xhat = 0;
+    for (std::int64_t i = lane; i < D; i += kWarp) sum_gx_xhat += (gamma ? dyr[i] * gamma[i] : dyr[i]) * xr[i] * rs;
+    const T c = warp_reduce(sum_gx_xhat, Sum{}) / static_cast<T>(D);
+    for (std::int64_t i = lane; i < D; i += kWarp)
+      dx[r * D + i] = rms_norm_dx(gamma ? dyr[i] * gamma[i] : dyr[i], xr[i] * rs, rs, c);
+  }
+}
+
+template <class T>
+__global__ void rms_norm_gain_grad_kernel(T* dgamma, const T* dy, const T* x, const T* rstd, std::int64_t rows,
+                                          std::int64_t D) {
+  for (std::int64_t i = global_thread(); i < D; i += grid_threads()) {
+    T dg = 0;
+    for (std::int64_t r = 0; r < rows; ++r) dg += dy[r * D + i] * (x[r * D + i] * rstd[r]);
+    dgamma[i] = dg;
+  }
+}
+
 }  // namespace
 
 void CudaBackend::layer_norm_forward(const TensorDesc& y, const TensorDesc& mean, const TensorDesc& rstd,
@@ -105,6 +148,38 @@ void CudaBackend::layer_norm_backward(const TensorDesc& dx, const TensorDesc& dg
     if (dgamma.data || dbeta.data)
       launch(layer_norm_param_grads_kernel<T>, blocks_for(D, 128), 128, 0, static_cast<T*>(dgamma.data),
              static_cast<T*>(dbeta.data), dys, xs, m, rs, rows, D);
+  });
+}
+
+void CudaBackend::rms_norm_forward(const TensorDesc& y, const TensorDesc& rstd, const TensorDesc& x,
+                                   const TensorDesc& gamma, double eps) {
+  const std::int64_t D = x.shape[x.ndim - 1];
+  const std::int64_t rows = D ? x.numel() / D : 0;
+  if (rows == 0) return;
+  dispatch_floating(x.dtype, "rms_norm", [&](auto t) {
+    using T = decltype(t);
+    launch(rms_norm_forward_kernel<T>, row_grid(rows), row_block(), 0, static_cast<T*>(y.data),
+           static_cast<T*>(rstd.data), static_cast<const T*>(x.data), static_cast<const T*>(gamma.data), rows, D,
+           static_cast<T>(eps));
+  });
+}
+
+void CudaBackend::rms_norm_backward(const TensorDesc& dx, const TensorDesc& dgamma, const TensorDesc& dy,
+                                    const TensorDesc& x, const TensorDesc& rstd, const TensorDesc& gamma) {
+  const std::int64_t D = x.shape[x.ndim - 1];
+  const std::int64_t rows = D ? x.numel() / D : 0;
+  if (D == 0) return;
+  dispatch_floating(x.dtype, "rms_norm_backward", [&](auto t) {
+    using T = decltype(t);
+    const T* xs = static_cast<const T*>(x.data);
+    const T* dys = static_cast<const T*>(dy.data);
+    const T* rs = static_cast<const T*>(rstd.data);
+    if (rows)
+      launch(rms_norm_backward_kernel<T>, row_grid(rows), row_block(), 0, static_cast<T*>(dx.data), dys, xs, rs,
+             static_cast<const T*>(gamma.data), rows, D);
+    if (dgamma.data)
+      launch(rms_norm_gain_grad_kernel<T>, blocks_for(D, 128), 128, 0, static_cast<T*>(dgamma.data), dys, xs, rs, rows,
+             D);
   });
 }
 

@@ -131,6 +131,13 @@ class Backend {
   virtual void layer_norm_backward(const TensorDesc& dx, const TensorDesc& dgamma, const TensorDesc& dbeta,
                                    const TensorDesc& dy, const TensorDesc& x, const TensorDesc& mean,
                                    const TensorDesc& rstd, const TensorDesc& gamma) = 0;
+  // y = x * rstd * gamma over each row, rstd = 1 / sqrt(mean(x^2) + eps): layer norm without the mean; saves rstd
+  // ([rows]). gamma may be null: no gain. The formulas are elementwise_math.h's rms_norm_*.
+  virtual void rms_norm_forward(const TensorDesc& y, const TensorDesc& rstd, const TensorDesc& x,
+                                const TensorDesc& gamma, double eps) = 0;
+  // dx is written; dgamma (may be null) is written, not accumulated.
+  virtual void rms_norm_backward(const TensorDesc& dx, const TensorDesc& dgamma, const TensorDesc& dy,
+                                 const TensorDesc& x, const TensorDesc& rstd, const TensorDesc& gamma) = 0;
 
   // --- indexing -----------------------------------------------------------------------------------
   // out[i, :] = table[ids[i], :]. Returns the position of the first id outside [0, V), or -1.
@@ -197,6 +204,10 @@ class Backend {
   void layer_norm_backward(const TensorDesc& dx, const TensorDesc& dgamma, const TensorDesc& dbeta,                    \
                            const TensorDesc& dy, const TensorDesc& x, const TensorDesc& mean, const TensorDesc& rstd,  \
                            const TensorDesc& gamma) override;                                                          \
+  void rms_norm_forward(const TensorDesc& y, const TensorDesc& rstd, const TensorDesc& x, const TensorDesc& gamma,     \
+                        double eps) override;                                                                          \
+  void rms_norm_backward(const TensorDesc& dx, const TensorDesc& dgamma, const TensorDesc& dy, const TensorDesc& x,    \
+                         const TensorDesc& rstd, const TensorDesc& gamma) override;                                    \
   std::int64_t gather_rows(const TensorDesc& out, const TensorDesc& table, const TensorDesc& ids) override;            \
   void scatter_add_rows(const TensorDesc& table_grad, const TensorDesc& grad, const TensorDesc& ids,                   \
                         std::int64_t skip_id) override;                                                                \

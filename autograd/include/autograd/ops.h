@@ -92,6 +92,9 @@ Tensor log_softmax(const Tensor& a, std::int64_t dim = -1);
 // Over the last dim, biased variance, eps inside the sqrt (as torch.nn.functional.layer_norm).
 // weight and bias ([D]) may be undefined tensors.
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps = 1e-5);
+// Over the last dim: x / sqrt(mean(x^2) + eps) * weight, no mean subtracted (as torch.nn.functional.rms_norm;
+// Zhang & Sennrich 2019). weight ([D]) may be an undefined tensor.
+Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps = 1e-5);
 
 // --- embedding (ops/embedding.cpp) -------------------------------------------------------------------
 // weight [V, D], ids int64 [...] -> [..., D]. An id outside [0, V) is an IndexError naming it.
