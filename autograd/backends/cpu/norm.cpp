@@ -126,8 +126,8 @@ template <class T>
     for (std::int64_t i = 0; i < D; ++i) y[i] = x[i] * rstd;
 }
 // Not a SIMD clone, unlike its neighbours: rms_norm_dx is an exercise whose stub throws, and an exception out of a
-// target_clones function is std::terminate (g++ 12 takes a call through the clones' dispatcher as nothrow). The
-// same holds for rms_norm_rstd, called in the row loop's body itself.
+// target_clones function is std::terminate (g++ 12 takes a call through the clones' dispatcher as nothrow). For the
+// same reason rms_norm_rstd is called in the row loop's own body, between two clones.
 template <class T>
 void rms_dx_row(const T* x, const T* dy, T* dx, const T* g, std::int64_t D, T rstd, T mean_gx_xhat) {
   for (std::int64_t i = 0; i < D; ++i) dx[i] = rms_norm_dx(g ? dy[i] * g[i] : dy[i], x[i] * rstd, rstd, mean_gx_xhat);
