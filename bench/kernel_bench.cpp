@@ -1,7 +1,7 @@
 // The roofline of this CPU and where our kernels sit on it: the GEMM micro-kernel alone on cache-resident
 // panels (the arithmetic ceiling), a memory copy (the bandwidth ceiling), and softmax / layer_norm forward
 // and backward, sums and element-wise passes (casts, an add, a ReLU), in GB/s (bytes each must read and
-// write, over time); and the fused rms_norm against its composite, in time.
+// write, over time); and the fused rms_norm and rotate_pairs against their composites, in time.
 //
 //   build/bench/bin/kernel_bench [--threads N]
 #include <fmt/format.h>
@@ -82,6 +82,23 @@ int main(int argc, char** argv) {
     const double composite_s = bench::best_seconds([&] { composite().backward(g); });
     fmt::print("rms_norm   [{:5}, {:4}]: forward + backward fused {:7.1f} us, composite {:7.1f} us ({:.2f}x)\n", rows,
                cols, fused_s * 1e6, composite_s * 1e6, composite_s / fused_s);
+  }
+  // rotate_pairs (RoPE), the fused op, against the composite it replaced (halves, four products, a difference, a sum
+  // and a concatenation), on the heads of chapter 12's queries as the model holds them: [16, 128, 8, 32] viewed as
+  // [16, 8, 128, 32], and the base model's shape.
+  for (const auto& [B, T, H, Dh] :
+       {std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t>{16, 128, 8, 32}, {32, 32, 8, 64}}) {
+    const Tensor x = randn({B, T, H, Dh}, gen).set_requires_grad(), g = randn({B, H, T, Dh}, gen);
+    const Tensor c = randn({T, Dh / 2}, gen), s = randn({T, Dh / 2}, gen);
+    const auto composite = [&] {
+      const Tensor h = transpose(x, 1, 2), a = narrow(h, 3, 0, Dh / 2), b = narrow(h, 3, Dh / 2, Dh / 2);
+      return cat({a * c - b * s, b * c + a * s}, 3);
+    };
+    const double fused_s =
+        bench::best_seconds([&] { rotate_pairs(transpose(x, 1, 2), c, s, RopePairing::half).backward(g); });
+    const double composite_s = bench::best_seconds([&] { composite().backward(g); });
+    fmt::print("rope       [{}, {}, {:3}, {}]: forward + backward fused {:7.1f} us, composite {:7.1f} us ({:.2f}x)\n",
+               B, H, T, Dh, fused_s * 1e6, composite_s * 1e6, composite_s / fused_s);
   }
   // Element-wise passes a training step makes, on a [16384, 512] activation: autocast's casts to bfloat16 and
   // back, an add (a residual), a ReLU. Bytes: what each reads and writes.

@@ -330,4 +330,13 @@ STEPFORMER_MATH_FN T rms_norm_dx(T gx, T xhat, T rstd, T mean_gx_xhat) {
   // END EXERCISE
 }
 
+// RoPE's rotation of one coordinate pair (a, b) by the angle whose cosine and sine are c and s (RoFormer, Su et al.
+// 2021, equation 34): (a c - b s, b c + a s). The backward rotates the gradient by the opposite angle (s -> -s):
+// a rotation's transpose is its inverse.
+template <class T>
+STEPFORMER_MATH_FN void rotate_pair(T a, T b, T c, T s, T& ra, T& rb) {
+  ra = a * c - b * s;
+  rb = b * c + a * s;
+}
+
 }  // namespace stepformer

@@ -263,6 +263,21 @@ std::vector<Case> cases() {
             },
             5);
       }
+      // --- rotary position embedding ---------------------------------------------------------------------
+      for (const RopePairing pairing : {RopePairing::half, RopePairing::adjacent})
+        for (const bool inverse : {false, true}) {
+          const std::string which = std::string(pairing == RopePairing::half ? " half" : " adjacent") +
+                                    (inverse ? " inverse" : "") + ", heads a permuted view, D=2n";
+          add("rotate_pairs", "[2, 4, 3, D]" + which + size, dt, [=](Device dev, Backend& b) {
+            // x [2, 3, 4, D] read as [2, 4, 3, D] through its strides: rows are not where a contiguous walk
+            // would find them, and position t is dim 2 of the view.
+            const Tensor x = transpose(input(dev, {2, 3, 4, 2 * n}, 82, dt), 1, 2);
+            Tensor y = sentinel(dev, {2, 4, 3, 2 * n}, dt);
+            b.rotate_pairs(y.desc(), x.desc(), input(dev, {3, n}, 83, dt, -1, 1).desc(),
+                           input(dev, {3, n}, 84, dt, -1, 1).desc(), pairing, inverse);
+            return std::vector<Tensor>{y};
+          });
+        }
       // --- indexing --------------------------------------------------------------------------------
       add(
           "gather_rows", "rows of a [n, 7] table, repeated ids" + size, dt,

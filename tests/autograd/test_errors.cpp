@@ -9,6 +9,10 @@ TEST_CASE("shape mismatch names the op and both shapes", "[ch00][errors]") {
   REQUIRE_THROWS_WITH_ALL(cat({ones({2, 3}), ones({3, 2})}, 0), ShapeError, "cat", "[2, 3]", "[3, 2]");
   REQUIRE_THROWS_WITH_ALL(layer_norm(ones({2, 3}), ones({4}), {}), ShapeError, "layer_norm", "[4]", "[2, 3]");
   REQUIRE_THROWS_WITH_ALL(rms_norm(ones({2, 3}), ones({4})), ShapeError, "rms_norm", "[4]", "[2, 3]");
+  REQUIRE_THROWS_WITH_ALL(rotate_pairs(ones({2, 3}), ones({2, 1}), ones({2, 1}), RopePairing::half), ShapeError,
+                          "rotate_pairs", "D even", "[2, 3]");
+  REQUIRE_THROWS_WITH_ALL(rotate_pairs(ones({2, 4}), ones({3, 2}), ones({2, 2}), RopePairing::half), ShapeError,
+                          "rotate_pairs", "[2, 2]", "[3, 2]", "[2, 4]");
   REQUIRE_THROWS_WITH_ALL(reshape(ones({2, 3}), {4, 2}), ShapeError, "reshape", "[4, 2]", "[2, 3]");
   REQUIRE_THROWS_WITH_ALL(expand(ones({2, 3}), {2, 4}), ShapeError, "expand", "[2, 3]", "[2, 4]");
   REQUIRE_THROWS_WITH_ALL(masked_fill(ones({2}), from_vector(std::vector<double>{1, 0, 1}, {3}, {DType::boolean}), 0),
@@ -78,6 +82,9 @@ TEST_CASE("arguments outside their domain are ValueErrors", "[ch00][errors]") {
   REQUIRE_THROWS_WITH_ALL(dropout(ones({2}), 1.5, true), ValueError, "dropout", "1.5");
   REQUIRE_THROWS_WITH_ALL(layer_norm(ones({2}), {}, {}, 0.0), ValueError, "layer_norm", "eps");
   REQUIRE_THROWS_WITH_ALL(rms_norm(ones({2}), {}, -1.0), ValueError, "rms_norm", "eps");
+  REQUIRE_THROWS_WITH_ALL(
+      rotate_pairs(ones({2, 4}), ones({2, 2}, {DType::float32, kCPU, true}), ones({2, 2}), RopePairing::adjacent),
+      ValueError, "rotate_pairs", "no gradient");
   REQUIRE_THROWS_WITH_ALL(cross_entropy(ones({1, 2}), zeros({1}, {DType::int64}), -100, 2.0), ValueError,
                           "label_smoothing");
   REQUIRE_THROWS_WITH_ALL(arange(0, 5, 0), ValueError, "arange", "step");

@@ -1,5 +1,6 @@
 // Every differentiable op, checked against central finite differences in float64, on plain,
 // broadcast and non-contiguous (transposed, sliced, expanded) inputs.
+#include <cmath>
 #include <functional>
 #include <set>
 
@@ -24,6 +25,17 @@ Tensor bool_pattern(const Shape& shape) {  // a fixed mask: true where the flat 
   std::vector<double> v(static_cast<std::size_t>(numel(shape)));
   for (std::size_t i = 0; i < v.size(); ++i) v[i] = i % 3 == 0;
   return from_vector(v, shape, {DType::boolean});
+}
+
+// cos or sin of the angles (t + 1) (i + 1) / 3 as a [T, pairs] table on like's device: constants, no gradient.
+Tensor angle_table(const Tensor& like, std::int64_t T, std::int64_t pairs, bool sine) {
+  std::vector<double> v;
+  for (std::int64_t t = 0; t < T; ++t)
+    for (std::int64_t i = 0; i < pairs; ++i) {
+      const double angle = static_cast<double>((t + 1) * (i + 1)) / 3.0;
+      v.push_back(sine ? std::sin(angle) : std::cos(angle));
+    }
+  return from_vector(v, {T, pairs}, {like.dtype(), like.device()});
 }
 
 Tensor ids(const std::vector<std::int64_t>& v, const Shape& shape) { return from_vector(v, shape, {DType::int64}); }
@@ -140,6 +152,20 @@ std::vector<Case> cases() {
       {"layer_norm", "no affine, transposed", {{5, 3}}, [T](auto& x) { return layer_norm(T(x[0]), {}, {}); }},
       {"rms_norm", "gain", {{3, 5}, {5}}, [](auto& x) { return rms_norm(x[0], x[1]); }},
       {"rms_norm", "no gain, transposed", {{5, 3}}, [T](auto& x) { return rms_norm(T(x[0]), {}); }},
+      {"rotate_pairs",
+       "half, heads a permuted view",
+       {{2, 3, 4, 6}},
+       [](auto& x) {
+         const Tensor h = transpose(x[0], 1, 2);  // [2, 4, 3, 6], last stride 1: read in place
+         return rotate_pairs(h, angle_table(x[0], 3, 3, false), angle_table(x[0], 3, 3, true), RopePairing::half);
+       }},
+      {"rotate_pairs",
+       "adjacent, transposed (copied first)",
+       {{6, 4}},
+       [T](auto& x) {
+         return rotate_pairs(T(x[0]), angle_table(x[0], 4, 3, false), angle_table(x[0], 4, 3, true),
+                             RopePairing::adjacent);
+       }},
       {"embedding",
        "repeated ids",
        {{5, 3}},

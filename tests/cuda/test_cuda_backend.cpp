@@ -289,6 +289,20 @@ TEST_CASE("cuda: softmax, log_softmax, layer_norm and rms_norm rows of odd lengt
   }
 }
 
+TEST_CASE("cuda: rotate_pairs on a permuted view of heads, both pairings, and its backward", "[cuda]") {
+  for (const DType dt : {DType::float32, DType::float64})
+    for (const std::int64_t pairs : {1, 16, 33}) {
+      DYNAMIC_SECTION(dtype_name(dt) << ", " << pairs << " pairs") {
+        const std::vector<Tensor> v{cpu_input({2, 5, 3, 2 * pairs}, 20 + pairs, dt, -2, 2),
+                                    cpu_input({5, pairs}, 21, dt), cpu_input({5, pairs}, 22, dt)};
+        for (const RopePairing pairing : {RopePairing::half, RopePairing::adjacent})  // x read as [2, 3, 5, D]
+          check_parity(
+              [pairing](auto& x) { return rotate_pairs(transpose(x[0], 1, 2), x[1].detach(), x[2].detach(), pairing); },
+              v, tolerance(dt) * 5);
+      }
+    }
+}
+
 TEST_CASE("cuda: embedding gather and scatter-add with repeated ids and a padding id", "[cuda]") {
   const Tensor ids = from_vector(std::vector<std::int64_t>{3, 0, 3, 6, 3, 1, 0}, {7}, {DType::int64, kCPU});
   for (const DType dt : {DType::float32, DType::float64}) {

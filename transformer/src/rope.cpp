@@ -64,21 +64,9 @@ Tensor rope(const Tensor& x, std::int64_t start, RopePairing pairing, double bas
   if (x.dim() != 4 || x.size(3) % 2 != 0)
     throw ShapeError(fmt::format("rope expected [B, H, T, Dh] with Dh even, got {}", to_string(x.shape())));
   if (start < 0 || !(base > 1)) throw ValueError(fmt::format("rope: start {} must be >= 0, base {} > 1", start, base));
-  const std::int64_t B = x.size(0), H = x.size(1), T = x.size(2), Dh = x.size(3), pairs = Dh / 2;
-  const Tensor tables = angle_tensor(T, Dh, start, base, {x.dtype(), x.device()});
-  const auto table = [&](std::int64_t which, const Shape& shape) {
-    return reshape(narrow(tables, 0, which, 1), shape);
-  };
-  // Each pair (a, b) becomes (a cos - b sin, b cos + a sin): a rotation in the pair's plane.
-  if (pairing == RopePairing::half) {
-    const Tensor cos_t = table(0, {T, pairs}), sin_t = table(1, {T, pairs});
-    const Tensor a = narrow(x, 3, 0, pairs), b = narrow(x, 3, pairs, pairs);  // [B, H, T, Dh/2] each
-    return cat({a * cos_t - b * sin_t, b * cos_t + a * sin_t}, 3);
-  }
-  const Tensor cos_t = table(0, {T, pairs, 1}), sin_t = table(1, {T, pairs, 1});
-  const Tensor xp = reshape(x, {B, H, T, pairs, 2});
-  const Tensor a = narrow(xp, 4, 0, 1), b = narrow(xp, 4, 1, 1);  // [B, H, T, Dh/2, 1] each
-  return reshape(cat({a * cos_t - b * sin_t, b * cos_t + a * sin_t}, 4), {B, H, T, Dh});
+  const std::int64_t T = x.size(2), Dh = x.size(3);
+  const Tensor tables = angle_tensor(T, Dh, start, base, {x.dtype(), x.device()});  // [2, T, Dh/2]: cos, sin
+  return rotate_pairs(x, squeeze(narrow(tables, 0, 0, 1), 0), squeeze(narrow(tables, 0, 1, 1), 0), pairing);
 }
 
 }  // namespace stepformer::transformer

@@ -37,6 +37,11 @@ struct TensorDesc {
   }
 };
 
+// Which coordinates of a row are rotated together by rotate_pairs (rotary position embeddings):
+// `half` pairs (x_i, x_{i+D/2}), as GPT-NeoX and Hugging Face's Llama; `adjacent` pairs (x_{2i}, x_{2i+1}), as
+// RoFormer (Su et al. 2021, equation 34) and Meta's Llama. The two are different functions of the same weights.
+enum class RopePairing { half, adjacent };
+
 // Elementwise functions of one operand. `alpha` is the exponent of pow and the factor of scale.
 // `copy` also converts between dtypes (out.dtype may differ from in.dtype). The formulas of these and of
 // BinaryOp are written once, for every backend, in autograd/backends/elementwise_math.h.
@@ -139,6 +144,13 @@ class Backend {
   virtual void rms_norm_backward(const TensorDesc& dx, const TensorDesc& dgamma, const TensorDesc& dy,
                                  const TensorDesc& x, const TensorDesc& rstd, const TensorDesc& gamma) = 0;
 
+  // --- rotary position embedding ------------------------------------------------------------------
+  // Row t of x [..., T, D]: coordinate pair i rotated by the angle whose cosine and sine are cos[t, i] and
+  // sin[t, i] (sin negated when `inverse`: the backward). x may be strided, with a last-dim stride of 1; y is
+  // contiguous; cos and sin are contiguous [T, D/2]. The rotation is elementwise_math.h's rotate_pair.
+  virtual void rotate_pairs(const TensorDesc& y, const TensorDesc& x, const TensorDesc& cos, const TensorDesc& sin,
+                            RopePairing pairing, bool inverse) = 0;
+
   // --- indexing -----------------------------------------------------------------------------------
   // out[i, :] = table[ids[i], :]. Returns the position of the first id outside [0, V), or -1.
   virtual std::int64_t gather_rows(const TensorDesc& out, const TensorDesc& table, const TensorDesc& ids) = 0;
@@ -208,6 +220,8 @@ class Backend {
                         double eps) override;                                                                          \
   void rms_norm_backward(const TensorDesc& dx, const TensorDesc& dgamma, const TensorDesc& dy, const TensorDesc& x,    \
                          const TensorDesc& rstd, const TensorDesc& gamma) override;                                    \
+  void rotate_pairs(const TensorDesc& y, const TensorDesc& x, const TensorDesc& cos, const TensorDesc& sin,            \
+                    RopePairing pairing, bool inverse) override;                                                       \
   std::int64_t gather_rows(const TensorDesc& out, const TensorDesc& table, const TensorDesc& ids) override;            \
   void scatter_add_rows(const TensorDesc& table_grad, const TensorDesc& grad, const TensorDesc& ids,                   \
                         std::int64_t skip_id) override;                                                                \

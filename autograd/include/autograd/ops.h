@@ -96,6 +96,12 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
 // Zhang & Sennrich 2019). weight ([D]) may be an undefined tensor.
 Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps = 1e-5);
 
+// --- rotary position embedding (ops/rotary.cpp) -------------------------------------------------------
+// x [..., T, D] (D even), cos and sin [T, D/2]: coordinate pair i of row t, (a, b), becomes
+// (a cos - b sin, b cos + a sin) with cos[t, i] and sin[t, i], a rotation in the pair's plane; `pairing` says which
+// coordinates are pairs (backend.h). Chapter 12's rope() builds the tables; they take no gradient.
+Tensor rotate_pairs(const Tensor& x, const Tensor& cos, const Tensor& sin, RopePairing pairing);
+
 // --- embedding (ops/embedding.cpp) -------------------------------------------------------------------
 // weight [V, D], ids int64 [...] -> [..., D]. An id outside [0, V) is an IndexError naming it.
 // Rows at padding_idx receive no gradient (torch.nn.functional.embedding).
