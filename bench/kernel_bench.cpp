@@ -101,7 +101,7 @@ int main(int argc, char** argv) {
                B, H, T, Dh, fused_s * 1e6, composite_s * 1e6, composite_s / fused_s);
   }
   // Element-wise passes a training step makes, on a [16384, 512] activation: autocast's casts to bfloat16 and
-  // back, an add (a residual), a ReLU. Bytes: what each reads and writes.
+  // back, an add (a residual), a ReLU, a SiLU. Bytes: what each reads and writes.
   {
     const std::int64_t rows = 16384, cols = 512;
     const double elems = static_cast<double>(rows * cols);
@@ -116,6 +116,7 @@ int main(int argc, char** argv) {
     rate("cast bfloat16 -> float32", 6, [&] { xb.to(DType::float32); });
     rate("add", 12, [&] { x + y; });
     rate("relu", 8, [&] { relu(x); });
+    rate("silu", 8, [&] { silu(x); });
   }
   // Sums read each element once: a whole tensor to one number (a loss, a gradient's squared norm), the rows
   // of a vocabulary's logits, the columns of a [tokens, d_ff] gradient (a bias gradient).

@@ -43,13 +43,21 @@ STEPFORMER_MATH_FN double gelu_derivative(double x) {
   return 0.5 * (1.0 + ::erf(x * 0.70710678118654752440)) + x * 0.39894228040143267794 * ::exp(-0.5 * x * x);
 }
 
-// SiLU (Ramachandran et al. 2017; torch.nn.SiLU): x sigmoid(x), and its derivative s (1 + x (1 - s)), in double.
-// exp(-x) overflows to inf for x below -709; x / inf is then -0 and s is 0, so both stay finite.
-STEPFORMER_MATH_FN double silu_value(double x) { return x / (1.0 + ::exp(-x)); }
-STEPFORMER_MATH_FN double silu_derivative(double x) {
-  const double s = 1.0 / (1.0 + ::exp(-x));
-  return s * (1.0 + x * (1.0 - s));
+// SiLU (Ramachandran et al. 2017; torch.nn.SiLU): x sigmoid(x), and its derivative s (1 + x (1 - s)), from
+// e = exp(-x). Here in double through libm's exp; the CPU backend's float32 path passes its own vectorised exp
+// (cpu/vmath.h's exp_approx). exp(-x) overflows to inf for very negative x; x / inf is then -0 and s is 0, so both
+// stay finite.
+template <class T>
+STEPFORMER_MATH_FN T silu_from_exp(T x, T e) {
+  return x / (T(1) + e);
 }
+template <class T>
+STEPFORMER_MATH_FN T silu_derivative_from_exp(T x, T e) {
+  const T s = T(1) / (T(1) + e);
+  return s * (T(1) + x * (T(1) - s));
+}
+STEPFORMER_MATH_FN double silu_value(double x) { return silu_from_exp(x, ::exp(-x)); }
+STEPFORMER_MATH_FN double silu_derivative(double x) { return silu_derivative_from_exp(x, ::exp(-x)); }
 
 template <auto>
 inline constexpr bool kNoFormula = false;

@@ -118,6 +118,19 @@ std::vector<Case> cases() {
   });
       STEPFORMER_UNARY_OPS(STEPFORMER_UNARY_CASE)
 #undef STEPFORMER_UNARY_CASE
+      // Unit-stride rows, which the CPU's float32 SiLU runs through its vectorised exp (the cases above read a
+      // transposed view), forward and backward; the input wide enough to reach exp's far tails.
+      add("unary", "unary silu on unit-stride rows, x in [-20, 20]" + size, dt, [=](Device dev, Backend& b) {
+        Tensor out = sentinel(dev, {3, n}, dt);
+        b.unary(UnaryOp::silu, out.desc(), input(dev, {3, n}, 12, dt, -20, 20).desc(), 0);
+        return std::vector<Tensor>{out};
+      });
+      add("binary", "binary silu_backward on unit-stride rows, x in [-20, 20]" + size, dt, [=](Device dev, Backend& b) {
+        Tensor out = sentinel(dev, {3, n}, dt);
+        b.binary(BinaryOp::silu_backward, out.desc(), input(dev, {3, n}, 13, dt).desc(),
+                 input(dev, {3, n}, 14, dt, -20, 20).desc());
+        return std::vector<Tensor>{out};
+      });
       add(
           "unary", "unary neg on int64" + size, dt,
           [=](Device dev, Backend& b) {

@@ -1,9 +1,12 @@
 // Elementwise kernels over strided operands (a stride of 0 is a broadcast). The formulas are shared with
 // the other backends (../elementwise_math.h); what is the CPU's own is the loop: rows of the last dim,
-// spread over OpenMP threads (strided.h).
+// spread over OpenMP threads (strided.h). SiLU and its backward in float32 are the exception: the shared formula
+// reads libm's double exp one element at a time, so the CPU gives it vmath.h's float exp_approx instead, in SIMD
+// clones over unit-stride rows.
 #include "../elementwise_math.h"
 #include "cpu_backend.h"
 #include "strided.h"
+#include "vmath.h"
 
 namespace stepformer::cpu {
 
@@ -28,6 +31,40 @@ void map2(const TensorDesc& out, const TensorDesc& a, const TensorDesc& b, F f) 
   });
 }
 
+STEPFORMER_SIMD_CLONES void silu_row(const float* x, float* y, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) y[i] = silu_from_exp(x[i], exp_approx(-x[i]));
+}
+STEPFORMER_SIMD_CLONES void silu_backward_row(const float* g, const float* x, float* out, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) out[i] = g[i] * silu_derivative_from_exp(x[i], exp_approx(-x[i]));
+}
+
+// SiLU (forward, or backward with g) in float32: unit-stride rows through the clones, others element by element.
+void silu_float(const TensorDesc& out, const TensorDesc* g, const TensorDesc& x) {
+  if (g) {
+    for_each_row<3>({&out, g, &x}, [&](auto base, auto step, std::int64_t n) {
+      float* o = ptr<float>(out) + base[0];
+      const float* gr = ptr<float>(*g) + base[1];
+      const float* xr = ptr<float>(x) + base[2];
+      if (step[0] == 1 && step[1] == 1 && step[2] == 1) return silu_backward_row(gr, xr, o, n);
+      for (std::int64_t i = 0; i < n; ++i)
+        o[i * step[0]] = gr[i * step[1]] * silu_derivative_from_exp(xr[i * step[2]], exp_approx(-xr[i * step[2]]));
+    });
+    return;
+  }
+  for_each_row<2>({&out, &x}, [&](auto base, auto step, std::int64_t n) {
+    float* o = ptr<float>(out) + base[0];
+    const float* xr = ptr<float>(x) + base[1];
+    if (step[0] == 1 && step[1] == 1) return silu_row(xr, o, n);
+    for (std::int64_t i = 0; i < n; ++i) o[i * step[0]] = silu_from_exp(xr[i * step[1]], exp_approx(-xr[i * step[1]]));
+  });
+}
+
+bool all_float32(std::initializer_list<const TensorDesc*> ds) {
+  for (const TensorDesc* d : ds)
+    if (d->dtype != DType::float32) return false;
+  return true;
+}
+
 }  // namespace
 
 void CpuBackend::fill(const TensorDesc& out, double value) {
@@ -42,11 +79,13 @@ void CpuBackend::fill(const TensorDesc& out, double value) {
 }
 
 void CpuBackend::unary(UnaryOp op, const TensorDesc& out, const TensorDesc& in, double alpha) {
+  if (op == UnaryOp::silu && all_float32({&out, &in})) return silu_float(out, nullptr, in);
   dispatch_unary(op, out.dtype, in.dtype, alpha, "cpu",
                  [&](auto f, auto to, auto from) { map1<decltype(to), decltype(from)>(out, in, f); });
 }
 
 void CpuBackend::binary(BinaryOp op, const TensorDesc& out, const TensorDesc& a, const TensorDesc& b) {
+  if (op == BinaryOp::silu_backward && all_float32({&out, &a, &b})) return silu_float(out, &a, b);  // g, x
   dispatch_binary(op, a.dtype, "cpu", [&](auto f, auto to, auto t) { map2<decltype(to), decltype(t)>(out, a, b, f); });
 }
 
