@@ -2,7 +2,8 @@
 // model of `./run demo lm` (the Llama-style block, D 256, 4 layers, 8 heads of which 2 key/value, F 1024 -> SwiGLU
 // 688, vocabulary 2000, batch 16 x 128 tokens), on random ids (speed does not depend on the text). Prints ms per
 // step, tokens/s, MFU (lm_forward_flops over cpu/peak.h's measured peak), then tokens/s of one 256-token sample with
-// the cache and without it. tools/compare/torch_lm_train.py runs the same model and shapes in PyTorch.
+// the cache and without it (under bf16 autocast with --precision bf16). tools/compare/torch_lm_train.py runs the same
+// model and shapes in PyTorch.
 //
 //   build/bench/bin/lm_bench [--block llama|2017|2017+CHANGE] [--threads N] [--steps N] [--precision fp32|bf16]
 //                            [--device cpu|cuda|cuda-sim]
@@ -14,6 +15,7 @@
 #include <cstring>
 #include <string>
 
+#include "autograd/autocast.h"
 #include "cpu/peak.h"
 #include "timing.h"
 #include "transformer/lm_train.h"
@@ -83,7 +85,10 @@ int main(int argc, char** argv) {
   for (const bool cached : {false, true}) {
     Generator g(3);
     const std::size_t before = host_waits(dev);
-    seconds[cached] = bench::seconds([&] { generate(model, {Vocabulary::kEos}, n, {0.8, 0, 0.9}, g, cached); });
+    seconds[cached] = bench::seconds([&] {
+      const AutocastGuard autocast(precision_from_name(precision));  // generation in the precision trained in
+      generate(model, {Vocabulary::kEos}, n, {0.8, 0, 0.9}, g, cached);
+    });
     waits[cached] = host_waits(dev) - before;
   }
   fmt::print("generation of {} tokens: with the KV cache {:.0f} tokens/s, without {:.0f} tokens/s: {:.1f}x", n,

@@ -2,8 +2,8 @@
 // layers, batch 64 x 16 tokens) and the paper's base config (d_model 512, 6+6 layers, batch 32 x 32),
 // 8000-word vocabularies, the chapter 07 recipe (Adam, label smoothing 0.1, clipping). Prints ms per
 // step, tokens/s and model FLOPs utilisation (transformer/flops.h over cpu/peak.h's measured peak),
-// greedy decoding ms per batch and the process's peak memory. tools/compare/torch_train_step.py runs the
-// same shapes in PyTorch, so that the two can be run back to back.
+// greedy decoding ms per batch (in the step's precision) and the process's peak memory.
+// tools/compare/torch_train_step.py runs the same shapes in PyTorch, so that the two can be run back to back.
 //
 //   build/bench/bin/train_bench [small|base] [--threads N] [--steps N] [--precision fp32|bf16]
 #include <fmt/format.h>
@@ -13,6 +13,7 @@
 #include <fstream>
 #include <string>
 
+#include "autograd/autocast.h"
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
 #include "cpu/peak.h"
@@ -66,9 +67,11 @@ int main(int argc, char** argv) {
     total += t;
   }
   model.eval();
+  // Decoding in the precision the step trained in: under bf16 autocast its products run on the bf16 kernel too.
   const double decode = bench::best_seconds(
       [&] {
         NoGradGuard no_grad;
+        const AutocastGuard autocast(precision_from_name(precision));
         greedy_decode(model, b.src, {.max_len = len});
       },
       3, 0.5);
