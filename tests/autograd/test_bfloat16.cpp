@@ -250,6 +250,27 @@ TEST_CASE("autocast: matmul reads bfloat16, gradients reach the float32 leaves a
   REQUIRE_THROWS_WITH_ALL(AutocastGuard(DType::float64), DTypeError, "AutocastGuard", "float64");
 }
 
+// As torch's preserve_format: a permuted dense tensor converts into the same layout; others into a contiguous one.
+TEST_CASE("to(dtype) keeps a transposed or permuted tensor's layout and its values; a sliced one becomes contiguous",
+          "[bfloat16][values]") {
+  const Tensor x = uniform_f32({4, 3, 5}, 14, true);
+  for (const Tensor& view : {transpose(x, 0, 2), permute(x, {1, 2, 0}), transpose(x, 1, 2)}) {
+    const Tensor converted = view.to(DType::bfloat16);
+    CHECK(converted.strides() == view.strides());
+    CHECK(converted.to_vector<double>() == contiguous(view).to(DType::bfloat16).to_vector<double>());
+    CHECK(converted.to(DType::float32).strides() == view.strides());  // and back
+  }
+  const Tensor sliced = slice(transpose(x, 0, 2), 0, 1, 5, 2);  // not dense: every other row
+  const Tensor from_slice = sliced.to(DType::bfloat16);
+  CHECK(from_slice.is_contiguous());
+  CHECK(from_slice.to_vector<double>() == contiguous(sliced).to(DType::bfloat16).to_vector<double>());
+  // The gradient comes back through the layout: g (rounded to bfloat16 on its way through) in x's shape.
+  const Tensor g = uniform_f32({5, 3, 4}, 15);
+  sum(transpose(x, 0, 2).to(DType::bfloat16).to(DType::float32) * g).backward();
+  const Tensor g_rounded = g.to(DType::bfloat16).to(DType::float32);
+  CHECK(x.grad().to_vector<double>() == contiguous(transpose(g_rounded, 0, 2)).to_vector<double>());
+}
+
 TEST_CASE("ops that keep float32 statistics refuse bfloat16 by name", "[bfloat16][values]") {
   const Tensor x = uniform_f32({2, 5}, 11).to(DType::bfloat16);
   const Tensor ids = from_vector(std::vector<std::int64_t>{0, 1}, {2}, {DType::int64, default_device()});

@@ -81,7 +81,9 @@ class Tensor {
 
   // --- conversions ------------------------------------------------------------------------------
   Tensor to(Device device) const;  // a copy on `device` (this tensor itself when already there)
-  Tensor to(DType dtype) const;    // a converted copy (differentiable between float types)
+  // A converted copy (differentiable between float types). A transposed or permuted contiguous tensor keeps its
+  // layout (torch's preserve_format): one pass in memory order; any other converts into a contiguous tensor.
+  Tensor to(DType dtype) const;
   Tensor cpu() const { return to(kCPU); }
 
   // --- for ops and backends ---------------------------------------------------------------------

@@ -1,7 +1,10 @@
 // Elementwise ops: forward and backward side by side. Binary ops broadcast; their backward sums the
 // gradient back to each operand's shape with sum_to (a broadcast input was read many times, so its
 // gradient is the sum of all those reads' gradients).
+#include <algorithm>
 #include <cmath>
+#include <utility>
+#include <vector>
 
 #include "common.h"
 
@@ -245,10 +248,44 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
 
 // --- dtype conversion -------------------------------------------------------------------------------------
 
+namespace {
+// Whether t's elements fill a block of memory exactly once in some order of its dims (a transposed or permuted
+// contiguous tensor): its strides, sorted, are those of a contiguous tensor of its sizes in that order.
+bool dense_permuted(const Tensor& t) {
+  std::vector<std::pair<std::int64_t, std::int64_t>> dims;  // (stride, size), size-1 dims left out
+  for (std::int64_t d = 0; d < t.dim(); ++d)
+    if (t.size(d) != 1) dims.emplace_back(t.strides()[static_cast<std::size_t>(d)], t.size(d));
+  std::sort(dims.begin(), dims.end());
+  std::int64_t expected = 1;
+  for (const auto& [stride, size] : dims) {
+    if (stride != expected) return false;
+    expected *= size;
+  }
+  return true;
+}
+
+// The same n elements as one unit-stride row from `first` (for a copy between two tensors of one dense layout).
+TensorDesc flat_desc(TensorDesc d, std::int64_t n) {
+  d.ndim = 1;
+  d.shape[0] = n;
+  d.strides[0] = 1;
+  return d;
+}
+}  // namespace
+
 Tensor Tensor::to(DType target) const {
   if (dtype() == target) return *this;
-  Tensor out = empty(shape(), {target, device(), false});
-  backend().unary(UnaryOp::copy, out.desc(), desc(), 0.0);
+  Tensor out;
+  if (!is_contiguous() && dense_permuted(*this)) {
+    // As torch's preserve_format: a permuted dense tensor (a transposed weight) converts into the same layout, one
+    // unit-stride pass in memory order, where converting into a contiguous tensor would gather along its strides.
+    const Tensor buffer = empty({numel()}, {target, device(), false});
+    out = detail::make_view(buffer, shape(), strides(), 0);
+    backend().unary(UnaryOp::copy, flat_desc(buffer.desc(), numel()), flat_desc(desc(), numel()), 0.0);
+  } else {
+    out = empty(shape(), {target, device(), false});
+    backend().unary(UnaryOp::copy, out.desc(), desc(), 0.0);
+  }
   if (is_floating(target))
     record(Op::to_dtype, out, {*this}, [from = dtype()](const Tensor& g) -> Gradients { return {g.to(from)}; });
   return out;
