@@ -1,16 +1,16 @@
 // The backward engine: how reverse mode works here (read docs/00_autograd.md beside this file).
 //
 // 1. Forward: each differentiable op calls record(), which gives its output a Node holding the op's
-//    backward function (a closure over the tensors it needs; it maps the output's gradient to every
-//    input's gradient at once) and one Edge per input, naming the Node that receives that input's
-//    gradient: the input's grad_fn, or, for a leaf, its accumulator.
+//    backward function (it maps the output's gradient and the tensors the op saved to every input's
+//    gradient at once), the saved tensors, and one Edge per input, naming the Node that receives that
+//    input's gradient: the input's grad_fn, or, for a leaf, its accumulator.
 // 2. backward(): a depth-first walk from the root collects the reachable Nodes in topological order
 //    (an explicit stack, not recursion: a long chain must not overflow the C++ stack). Walking that
 //    order backwards guarantees that a Node runs only after every consumer of its output has added its
 //    share of the gradient, so a tensor used twice gets the sum of both contributions.
 // 3. Accumulators add into the leaf's grad (PyTorch semantics: repeated backward() calls accumulate), then run
 //    the leaf's post-accumulate hooks: its gradient for this backward is complete.
-// 4. Unless retain_graph, every visited Node drops its backward function afterwards, freeing saved tensors.
+// 4. Unless retain_graph, every visited Node drops its backward function and saved tensors afterwards.
 #include "topological_order.h"
 
 #include <fmt/format.h>
@@ -103,8 +103,7 @@ void check_output(Op op, const Tensor& out, const std::vector<Tensor>& inputs) {
 
 }  // namespace
 
-void record(Op op, Tensor& out, const std::vector<Tensor>& inputs, BackwardFn backward,
-            const std::vector<Tensor>& saved) {
+void record(Op op, Tensor& out, const std::vector<Tensor>& inputs, std::vector<Tensor> saved, BackwardFn backward) {
   if (!grad_enabled()) return;
   if (detect_anomaly()) check_output(op, out, inputs);
   std::vector<Edge> edges;
@@ -121,8 +120,11 @@ void record(Op op, Tensor& out, const std::vector<Tensor>& inputs, BackwardFn ba
   node->dtype = out.dtype();
   node->backward = std::move(backward);
   node->edges = std::move(edges);
-  for (const Tensor& s : saved)
-    if (s.defined()) node->saved.push_back({s.impl()->storage, s.version()});
+  for (Tensor& s : saved) {
+    node->saved_versions.push_back(s.defined() ? s.version() : 0);
+    if (s.defined()) s = s.detach();
+  }
+  node->saved = std::move(saved);
   if (detect_anomaly()) node->scope = current_scope();
   out.impl()->grad_fn = std::move(node);
   out.impl()->requires_grad = true;
@@ -176,14 +178,32 @@ void check_order(const std::vector<Node*>& order) {
 }
 
 void check_saved(const Node& node) {
-  for (const SavedVersion& s : node.saved) {
-    auto storage = s.storage.lock();
-    if (storage && storage->version != s.version)
+  for (std::size_t i = 0; i < node.saved.size(); ++i) {
+    const Tensor& s = node.saved[i];
+    if (s.defined() && s.version() != node.saved_versions[i])
       throw InplaceError(
           fmt::format("backward of '{}': a tensor it saved was modified in place (version {} at forward, now {}); "
                       "modify a clone instead, or do the in-place change before the op",
-                      op_info(node.op).name, s.version, storage->version));
+                      op_info(node.op).name, node.saved_versions[i], s.version()));
   }
+}
+
+// What the running backward function may read (detail::check_backward_read).
+struct BackwardReads {
+  const Node* node;
+  const Storage* grad;
+  std::uint64_t first_new_storage;  // storages made during this backward have this serial or later
+};
+thread_local const BackwardReads* g_backward_reads = nullptr;
+
+Gradients run_backward(const Node& node, const Tensor& g) {
+  const BackwardReads reads{&node, g.impl()->storage.get(), Storage::next_serial()};
+  const BackwardReads* outer = std::exchange(g_backward_reads, &reads);
+  struct Restore {
+    const BackwardReads* outer;
+    ~Restore() { g_backward_reads = outer; }
+  } restore{outer};
+  return node.backward(g, node.saved);
 }
 
 void accumulate_into_leaf(const Node& acc, const Tensor& g) {
@@ -244,7 +264,7 @@ void Tensor::backward(const Tensor& grad, bool retain_graph) const {
                       "the first backward; pass retain_graph=true to the first call",
                       op_info(node->op).name));
     check_saved(*node);
-    const Gradients grads = node->backward(g);
+    const Gradients grads = run_backward(*node, g);
     if (grads.size() != node->edges.size())  // an engine bug, never a user error
       throw Error(fmt::format("internal: backward of '{}' returned {} gradients for {} inputs", op_info(node->op).name,
                               grads.size(), node->edges.size()));
@@ -280,10 +300,26 @@ void Tensor::backward(const Tensor& grad, bool retain_graph) const {
   if (!retain_graph) {
     for (Node* node : order) {
       if (node->is_accumulator()) continue;
-      node->backward = nullptr;  // frees what the closure captured
+      node->backward = nullptr;
+      node->saved.clear();  // frees the saved tensors
       node->released = true;
     }
   }
 }
+
+namespace detail {
+void check_backward_read(const Tensor& t) {
+  const BackwardReads* reads = g_backward_reads;
+  if (!reads) return;
+  const Storage* storage = t.impl()->storage.get();
+  if (storage == reads->grad || storage->serial >= reads->first_new_storage) return;
+  for (const Tensor& s : reads->node->saved)
+    if (s.defined() && s.impl()->storage.get() == storage) return;
+  throw AutogradError(fmt::format(
+      "backward of '{}' reads a tensor of shape {} that it did not save: its in-place changes would go unseen; "
+      "pass it to record() among the saved tensors",
+      op_info(reads->node->op).name, to_string(t.shape())));
+}
+}  // namespace detail
 
 }  // namespace stepformer

@@ -18,7 +18,11 @@ namespace stepformer {
 using detail::load_as;
 using detail::store_from_double;
 
-Storage::Storage(Backend& b, std::size_t n) : backend(&b), data(b.allocate(n)), bytes(n) {}
+namespace {
+std::atomic<std::uint64_t> g_storages_made{0};
+}  // namespace
+Storage::Storage(Backend& b, std::size_t n) : backend(&b), data(b.allocate(n)), bytes(n), serial(g_storages_made++) {}
+std::uint64_t Storage::next_serial() { return g_storages_made.load(); }
 Storage::~Storage() { backend->deallocate(data, bytes); }
 
 namespace {
@@ -139,6 +143,7 @@ Tensor Tensor::detach() const {
 
 TensorDesc Tensor::desc() const {
   const TensorImpl& s = checked(impl_);
+  detail::check_backward_read(*this);
   TensorDesc d;
   d.data = static_cast<char*>(s.storage->data) + s.offset * static_cast<std::int64_t>(element_size(s.dtype));
   d.dtype = s.dtype;
@@ -171,6 +176,7 @@ std::int64_t element_offset(const Tensor& t, const Shape& index, const char* op)
 
 double Tensor::at(const Shape& index) const {
   const std::int64_t off = element_offset(*this, index, "at");
+  detail::check_backward_read(*this);
   const std::size_t es = element_size(dtype());
   unsigned char buf[8];
   backend().copy_to_host(buf, static_cast<char*>(impl_->storage->data) + off * static_cast<std::int64_t>(es), es);

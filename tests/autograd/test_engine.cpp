@@ -209,6 +209,32 @@ TEST_CASE("layer_norm's backward does not read its bias; flash_attention's reads
   REQUIRE_THROWS_WITH_ALL(z.backward(), InplaceError, "backward of 'flash_attention'", "modified in place");
 }
 
+TEST_CASE("a backward that reads a tensor it did not save is an error, so no in-place write to it goes unseen",
+          "[ch00][engine][errors]") {
+  // A hand-recorded y = w * x whose backward captures x instead of saving it: record() cannot check x's version,
+  // so a later in-place write would silently change the gradient (here to 0). The engine sees the read instead.
+  const Tensor w = f64({1.0, 2.0}, {2}).set_requires_grad();
+  Tensor x = f64({3.0, 4.0}, {2});
+  auto captured = [&x](const Tensor& g) -> Gradients { return {g * x}; };
+  auto product = [&w, &x] {
+    NoGradGuard no_grad;
+    return w * x;
+  };
+  Tensor y = product();
+  record(Op::mul, y, {w}, captured);
+  fill_(x, 0.0);
+  REQUIRE_THROWS_WITH_ALL(sum(y).backward(), AutogradError, "backward of 'mul'", "did not save", "[2]");
+
+  Tensor y2 = product();  // the same mistake without a write is the same error: the read itself is wrong
+  record(Op::mul, y2, {w}, captured);
+  REQUIRE_THROWS_WITH_ALL(sum(y2).backward(), AutogradError, "did not save");
+
+  Tensor y3 = product();  // saved, the same formula reads x through its parameter, and the write is caught
+  record(Op::mul, y3, {w}, {x}, [](const Tensor& g, const Tensor& saved_x) -> Gradients { return {g * saved_x}; });
+  fill_(x, 1.0);
+  REQUIRE_THROWS_WITH_ALL(sum(y3).backward(), InplaceError, "backward of 'mul'", "modified in place");
+}
+
 TEST_CASE("in-place writes to tensors that require grad are refused while grad mode is on", "[ch00][engine][errors]") {
   Tensor w = f64({1.0, 2.0}, {2}).set_requires_grad();
   REQUIRE_THROWS_WITH_ALL(fill_(w, 0.0), AutogradError, "fill_", "NoGradGuard");
@@ -254,7 +280,9 @@ TEST_CASE("an input that needs no gradient is skipped; a missing gradient that i
     NoGradGuard no_grad;
     out = a * constant;
   }
-  record(Op::mul, out, {a, constant}, [constant](const Tensor& g) -> Gradients { return {g * constant, Tensor()}; });
+  record(Op::mul, out, {a, constant}, {constant}, [](const Tensor& g, const Tensor& c) -> Gradients {
+    return {g * c, Tensor()};
+  });
   sum(out).backward();  // the constant's gradient was never computed, and nothing asks for it
   CHECK(max_abs_diff(a.grad(), {5, 6}) == 0.0);
 

@@ -15,6 +15,8 @@
 - chapters   every chapter opens with what the reader will be able to do after it
 - numbers    a section that quotes a benchmark's time or rate names the machine it ran on and the
              command that measured it
+- quotes     a code block right after a line ending in a source file's path and a colon ("`div` in
+             `autograd/src/ops/elementwise.cpp`:") is that file's text, line for line up to spacing
 - worklog    the prose speaks of the project, not of how it was made: no sessions, issues or lent machines, and
              "this machine" only in a paragraph that names the machine
 
@@ -236,6 +238,17 @@ class Checker:
                 for part in re.split(r"\s*(?:&&|\|)\s*", command):
                     self.command(doc, n, part)
 
+    def quotes(self, doc, text):
+        for m in re.finditer(r"`([\w./-]+\.(?:cpp|h|cu|cuh|py))`:\n\n?```\w*\n(.*?)```", text, re.S):
+            path = ROOT / m.group(1)
+            line = text.count("\n", 0, m.start()) + 1
+            if not path.is_file():
+                continue  # the files check reports it
+            quoted = [" ".join(q.split()) for q in m.group(2).strip("\n").split("\n")]
+            source = [" ".join(q.split()) for q in path.read_text(errors="replace").split("\n")]
+            if not any(source[i:i + len(quoted)] == quoted for i in range(len(source) - len(quoted) + 1)):
+                self.report(doc, line, f"the code quoted from `{m.group(1)}` is not in that file as written")
+
     def check(self, readme, docs_dir):
         docs = [readme] + sorted(p for p in docs_dir.glob("*.md") if p != readme)
         for doc in docs:
@@ -245,6 +258,7 @@ class Checker:
             self.shell_blocks(doc, text)
             self.numbers(doc, text)
             self.worklog(doc, text)
+            self.quotes(doc, text)
             self.exercises(doc, text)
             if re.match(r"\d\d_", doc.name) and "**After this chapter** you can" not in "\n".join(text.split("\n")[:4]):
                 self.report(doc, 3, "the chapter does not open with **After this chapter** you can ...")

@@ -10,6 +10,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "autograd/op_table.h"
@@ -20,17 +21,14 @@ namespace stepformer {
 // One gradient per input, in the order the inputs were given to record(). An entry may be left undefined
 // for an input that needs no gradient (the op can tell: that input's requires_grad() was false).
 using Gradients = std::vector<Tensor>;
-using BackwardFn = std::function<Gradients(const Tensor& grad_output)>;
+// A backward function reads the output's gradient and the tensors its op saved, and nothing else: the saved
+// tensors are handed to it, so what the version check covers is what the formulas read (PyTorch's
+// ctx.saved_tensors; derivatives.yaml derives the list from the formula).
+using BackwardFn = std::function<Gradients(const Tensor& grad_output, const std::vector<Tensor>& saved)>;
 
 struct Edge {
   std::shared_ptr<Node> to;  // where this input's gradient goes; null when the input needs none
   Shape input_shape;         // the gradient must have this shape (checked)
-};
-
-// A tensor a backward formula reads, and the version it had when the op ran.
-struct SavedVersion {
-  std::weak_ptr<Storage> storage;
-  std::uint64_t version;
 };
 
 struct Node {
@@ -44,11 +42,12 @@ struct Node {
   Op op{};      // meaningless for accumulators
   Shape shape;  // the output's shape
   DType dtype{};
-  BackwardFn backward;      // null for accumulators, and after a backward that did not retain the graph
-  std::vector<Edge> edges;  // one per input, in record()'s order
-  std::vector<SavedVersion> saved;
-  bool released = false;     // backward ran without retain_graph: `backward` and what it held are gone
-  bool accumulates = false;  // an accumulator: adds the gradient into `leaf`'s grad
+  BackwardFn backward;        // null for accumulators, and after a backward that did not retain the graph
+  std::vector<Edge> edges;    // one per input, in record()'s order
+  std::vector<Tensor> saved;  // detached; an undefined entry is a tensor the op did not need
+  std::vector<std::uint64_t> saved_versions;  // each saved tensor's storage version when the op ran
+  bool released = false;                      // backward ran without retain_graph: `backward` and what it held are gone
+  bool accumulates = false;                   // an accumulator: adds the gradient into `leaf`'s grad
   std::weak_ptr<TensorImpl> leaf;
   std::shared_ptr<const std::string> scope;  // anomaly mode: the module the op ran in
 
@@ -56,10 +55,27 @@ struct Node {
 };
 
 // Called by every differentiable op after computing `out`: if grad mode is on and some input requires
-// grad, gives `out` a Node holding `backward` and an edge per input. `saved` are the tensors the formulas
-// read, the very handles `backward` captured (so an input the formulas do not read is not listed): backward
-// checks that none was modified in place since.
-void record(Op op, Tensor& out, const std::vector<Tensor>& inputs, BackwardFn backward,
-            const std::vector<Tensor>& saved = {});
+// grad, gives `out` a Node holding `backward` and an edge per input, and keeps `saved` (detached: a saved
+// tensor must not own the graph) with their versions. Before `backward` runs, the engine checks that no saved
+// tensor was modified in place since; while it runs, that it reads no tensor beyond the gradient, `saved` and
+// what it makes itself (an AutogradError naming the op), so a tensor captured instead of saved is caught.
+void record(Op op, Tensor& out, const std::vector<Tensor>& inputs, std::vector<Tensor> saved, BackwardFn backward);
+
+// The forms the ops use. The backward's parameters are the gradient and then the saved tensors, in order:
+//   record(Op::mul, out, {a, b}, {a, b}, [](const Tensor& g, const Tensor& a, const Tensor& b) -> Gradients {...});
+//   record(Op::neg, out, {a}, [](const Tensor& g) -> Gradients { return {neg(g)}; });  // saves nothing
+template <class F>
+void record(Op op, Tensor& out, const std::vector<Tensor>& inputs, F backward) {
+  record(op, out, inputs, std::vector<Tensor>{},
+         [f = std::move(backward)](const Tensor& g, const std::vector<Tensor>&) -> Gradients { return f(g); });
+}
+template <std::size_t N, class F>
+void record(Op op, Tensor& out, const std::vector<Tensor>& inputs, const Tensor (&saved)[N], F backward) {
+  record(op, out, inputs, std::vector<Tensor>(saved, saved + N),
+         [f = std::move(backward)](const Tensor& g, const std::vector<Tensor>& s) -> Gradients {
+           return [&]<std::size_t... I>(std::index_sequence<I...>) { return f(g, s[I]...); }
+           (std::make_index_sequence<N>{});
+         });
+}
 
 }  // namespace stepformer

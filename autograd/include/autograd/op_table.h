@@ -2,8 +2,10 @@
 #include <vector>
 // The one table of differentiable ops: the index of the engine (after PyTorch's derivatives.yaml).
 // Each row: the op, the file that holds its forward and backward side by side, and the backward formula
-// in math. `g` is the gradient of the output; sum_to(x, shape) sums broadcast dimensions away.
-// Grepping an op's name finds its row, its implementation (which records Op::name) and its tests.
+// in math. `g` is the gradient of the output; sum_to(x, shape) sums broadcast dimensions away. The code of
+// each formula is the backward function its record(Op::name, ...) call passes, and what it saves is that
+// call's list, which the function receives as its parameters (engine.h).
+// Grepping an op's name finds its row, its implementation and its tests.
 #define STEPFORMER_OPS(X)                                                                                    \
   X(add, "elementwise", "ga = sum_to(g, a); gb = sum_to(g, b)")                                              \
   X(sub, "elementwise", "ga = sum_to(g, a); gb = -sum_to(g, b)")                                             \

@@ -30,6 +30,9 @@ struct Storage {
   void* data;
   std::size_t bytes;
   std::uint64_t version = 0;
+  std::uint64_t serial;  // storages are numbered in the order they are made (the engine's backward-read check)
+
+  static std::uint64_t next_serial();  // the serial the next storage will get
 };
 
 class Tensor {

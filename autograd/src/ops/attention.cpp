@@ -37,22 +37,21 @@ Tensor flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, const 
     cfg.seed = gen.seed();
     cfg.offset = gen.take(static_cast<std::uint64_t>(q.size(0) * q.size(1) * q.size(2) * k.size(2)));
   }
-  const Tensor qc = contiguous(q).detach(), kc = contiguous(k).detach(), vc = contiguous(v).detach();
+  const Tensor qc = contiguous(q), kc = contiguous(k), vc = contiguous(v);
   Tensor out = detail::empty_as(qc, {q.size(0), q.size(1), q.size(2), v.size(3)});
   Tensor lse = detail::empty_as(qc, {q.size(0), q.size(1), q.size(2)});
   qc.backend().attention_forward(out.desc(), lse.desc(), qc.desc(), kc.desc(), vc.desc(), mask, cfg);
-  const Tensor o = out.detach();
-  const Tensor keep_mask = blocked;  // the backward reads the mask's memory through `mask`
-  record(Op::flash_attention, out, {q, k, v},
-         [qc, kc, vc, o, lse, keep_mask, mask, cfg](const Tensor& g) -> Gradients {
+  record(Op::flash_attention, out, {q, k, v}, {qc, kc, vc, out, lse, blocked},
+         [cfg, scores](const Tensor& g, const Tensor& qc, const Tensor& kc, const Tensor& vc, const Tensor& o,
+                       const Tensor& lse, const Tensor& blocked) -> Gradients {
            const Tensor gc = contiguous(g);
+           const TensorDesc mask = blocked.defined() ? detail::broadcast_desc(blocked, scores) : TensorDesc{};
            Tensor dq = detail::empty_as(qc, qc.shape()), dk = detail::empty_as(kc, kc.shape()),
                   dv = detail::empty_as(vc, vc.shape());
            qc.backend().attention_backward(dq.desc(), dk.desc(), dv.desc(), gc.desc(), qc.desc(), kc.desc(), vc.desc(),
                                            o.desc(), lse.desc(), mask, cfg);
            return {dq, dk, dv};
-         },
-         {qc, kc, vc, o, keep_mask});
+         });
   return out;
 }
 

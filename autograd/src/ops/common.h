@@ -35,6 +35,9 @@ inline Tensor empty_as(const Tensor& like, const Shape& shape) { return empty_as
 Tensor scalar_like(const Tensor& like, double value);
 // `t` with its shape viewed through stride-0 dims as `shape` (for kernels: no history).
 TensorDesc broadcast_desc(const Tensor& t, const Shape& shape);
+// While a node's backward function runs (engine.cpp), a tensor a kernel or at() reads must be the gradient, one
+// of the node's saved tensors, or made during that backward; anything else is an AutogradError naming the op.
+void check_backward_read(const Tensor& t);
 // The shape as a TensorDesc-compatible check (kMaxDims).
 void check_ndim(const char* op, const Shape& shape);
 

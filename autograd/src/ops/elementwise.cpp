@@ -72,31 +72,26 @@ Tensor sub(const Tensor& a, const Tensor& b) {
 
 Tensor mul(const Tensor& a, const Tensor& b) {
   Tensor out = arith("mul", BinaryOp::mul, a, b);
-  const Tensor sa = a.detach(), sb = b.detach();  // detached: a saved tensor must not own the graph
-  // x * 0.5 multiplies by a constant: its gradient (a whole reduction) would be thrown away.
+  // x * 0.5 multiplies by a constant: its gradient (a whole reduction) would be thrown away, so an input
+  // that needs none gets an undefined gradient.
   const bool a_needs = a.requires_grad(), b_needs = b.requires_grad();
-  // Undefined gradients for inputs that need none.
-  record(Op::mul, out, {a, b},
-         [sa, sb, a_needs, b_needs](const Tensor& g) -> Gradients {
-           // EXERCISE 0.1: the gradients of a * b with respect to a and to b.
-           return {a_needs ? sum_to(mul(g, sb), sa.shape()) : Tensor(),
-                   b_needs ? sum_to(mul(g, sa), sb.shape()) : Tensor()};
-           // END EXERCISE
-         },
-         {sa, sb});
+  record(
+      Op::mul, out, {a, b}, {a, b}, [a_needs, b_needs](const Tensor& g, const Tensor& a, const Tensor& b) -> Gradients {
+        // EXERCISE 0.1: the gradients of a * b with respect to a and to b.
+        return {a_needs ? sum_to(mul(g, b), a.shape()) : Tensor(), b_needs ? sum_to(mul(g, a), b.shape()) : Tensor()};
+        // END EXERCISE
+      });
   return out;
 }
 
 Tensor div(const Tensor& a, const Tensor& b) {
   Tensor out = arith("div", BinaryOp::div, a, b);
-  const Tensor sa = a.detach(), sb = b.detach();
   const bool a_needs = a.requires_grad(), b_needs = b.requires_grad();
-  record(Op::div, out, {a, b},
-         [sa, sb, a_needs, b_needs](const Tensor& g) -> Gradients {
-           return {a_needs ? sum_to(div(g, sb), sa.shape()) : Tensor(),
-                   b_needs ? sum_to(neg(div(mul(g, sa), mul(sb, sb))), sb.shape()) : Tensor()};
-         },
-         {sa, sb});
+  record(Op::div, out, {a, b}, {a, b},
+         [a_needs, b_needs](const Tensor& g, const Tensor& a, const Tensor& b) -> Gradients {
+           return {a_needs ? sum_to(div(g, b), a.shape()) : Tensor(),                        // d(a/b)/da = 1/b
+                   b_needs ? sum_to(neg(div(mul(g, a), mul(b, b))), b.shape()) : Tensor()};  // = -a/b^2
+         });
   return out;
 }
 
@@ -110,36 +105,33 @@ Tensor neg(const Tensor& a) {
 
 Tensor pow(const Tensor& a, double p) {
   Tensor out = floating_unary("pow", UnaryOp::pow, a, p);
-  const Tensor sa = a.detach();
-  record(Op::pow, out, {a}, [sa, p](const Tensor& g) -> Gradients { return {mul(g, pow(sa, p - 1.0) * p)}; }, {sa});
+  record(Op::pow, out, {a}, {a},
+         [p](const Tensor& g, const Tensor& a) -> Gradients { return {mul(g, pow(a, p - 1.0) * p)}; });
   return out;
 }
 
 Tensor exp(const Tensor& a) {
   Tensor out = floating_unary("exp", UnaryOp::exp, a);
-  const Tensor y = out.detach();
-  record(Op::exp, out, {a}, [y](const Tensor& g) -> Gradients { return {mul(g, y)}; }, {y});
+  record(Op::exp, out, {a}, {out}, [](const Tensor& g, const Tensor& y) -> Gradients { return {mul(g, y)}; });
   return out;
 }
 
 Tensor log(const Tensor& a) {
   Tensor out = floating_unary("log", UnaryOp::log, a);
-  const Tensor sa = a.detach();
-  record(Op::log, out, {a}, [sa](const Tensor& g) -> Gradients { return {div(g, sa)}; }, {sa});
+  record(Op::log, out, {a}, {a}, [](const Tensor& g, const Tensor& a) -> Gradients { return {div(g, a)}; });
   return out;
 }
 
 Tensor sqrt(const Tensor& a) {
   Tensor out = floating_unary("sqrt", UnaryOp::sqrt, a);
-  const Tensor y = out.detach();
-  record(Op::sqrt, out, {a}, [y](const Tensor& g) -> Gradients { return {div(g, y * 2.0)}; }, {y});
+  record(Op::sqrt, out, {a}, {out}, [](const Tensor& g, const Tensor& y) -> Gradients { return {div(g, y * 2.0)}; });
   return out;
 }
 
 Tensor rsqrt(const Tensor& a) {
   Tensor out = floating_unary("rsqrt", UnaryOp::rsqrt, a);
-  const Tensor y = out.detach();
-  record(Op::rsqrt, out, {a}, [y](const Tensor& g) -> Gradients { return {mul(g, pow(y, 3.0) * -0.5)}; }, {y});
+  record(Op::rsqrt, out, {a}, {out},
+         [](const Tensor& g, const Tensor& y) -> Gradients { return {mul(g, pow(y, 3.0) * -0.5)}; });
   return out;
 }
 
@@ -148,12 +140,9 @@ namespace {
 // relu and gelu, and the output for tanh (its derivative 1 - y^2 needs only y).
 Tensor activation(Op op, const char* name, UnaryOp forward, BinaryOp backward, const Tensor& a, bool saves_output) {
   Tensor out = floating_unary(name, forward, a);
-  const Tensor saved = saves_output ? out.detach() : a.detach();
-  record(op, out, {a},
-         [saved, backward](const Tensor& g) -> Gradients {
-           return {binary_kernel("backward", backward, g, saved, g.dtype())};
-         },
-         {saved});
+  record(op, out, {a}, {saves_output ? out : a}, [backward](const Tensor& g, const Tensor& saved) -> Gradients {
+    return {binary_kernel("backward", backward, g, saved, g.dtype())};
+  });
   return out;
 }
 }  // namespace
@@ -178,17 +167,15 @@ Tensor swiglu(const Tensor& gate, const Tensor& value) {
     throw ShapeError(fmt::format("swiglu: gate {} and value {} must have the same shape", to_string(gate.shape()),
                                  to_string(value.shape())));
   Tensor out = binary_kernel("swiglu", BinaryOp::mul, unary_kernel(UnaryOp::silu, gate), value, gate.dtype());
-  const Tensor gate_in = gate.detach(), value_in = value.detach();
-  record(Op::swiglu, out, {gate, value},
-         [gate_in, value_in](const Tensor& g) -> Gradients {
+  record(Op::swiglu, out, {gate, value}, {gate, value},
+         [](const Tensor& g, const Tensor& gate_in, const Tensor& value_in) -> Gradients {
            // EXERCISE 12.3: ggate = g value silu'(gate); gvalue = g silu(gate)
            const Tensor g_gate =
                binary_kernel("backward", BinaryOp::silu_backward, mul(g, value_in), gate_in, g.dtype());
            const Tensor g_value = mul(g, silu(gate_in));
            return {g_gate, g_value};
            // END EXERCISE
-         },
-         {gate_in, value_in});
+         });
   return out;
 }
 
@@ -225,15 +212,13 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   const Shape shape = broadcast_shapes("where", broadcast_shapes("where", cond.shape(), a.shape()), b.shape());
   Tensor out = empty_as(a, shape);
   a.backend().where(out.desc(), broadcast_desc(cond, shape), broadcast_desc(a, shape), broadcast_desc(b, shape));
-  const Tensor c = cond.detach();
   const bool a_needs = a.requires_grad(), b_needs = b.requires_grad();
   record(
-      Op::where, out, {a, b},
-      [c, sa = a.shape(), sb = b.shape(), a_needs, b_needs](const Tensor& g) -> Gradients {
+      Op::where, out, {a, b}, {cond},
+      [sa = a.shape(), sb = b.shape(), a_needs, b_needs](const Tensor& g, const Tensor& c) -> Gradients {
         const Tensor zero = detail::scalar_like(g, 0);
         return {a_needs ? sum_to(where(c, g, zero), sa) : Tensor(), b_needs ? sum_to(where(c, zero, g), sb) : Tensor()};
-      },
-      {cond});
+      });
   return out;
 }
 

@@ -36,15 +36,13 @@ Tensor embedding(const Tensor& weight, const Tensor& ids, std::optional<std::int
   Shape shape = ids.shape();
   shape.push_back(D);
   out = detail::make_view(out, shape, contiguous_strides(shape), 0);  // [..., D]
-  const Tensor saved_ids = contiguous(flat_ids).detach();
-  record(Op::embedding, out, {table},
-         [saved_ids, V, D, skip](const Tensor& g) -> Gradients {
+  record(Op::embedding, out, {table}, {contiguous(flat_ids)},
+         [V, D, skip](const Tensor& g, const Tensor& saved_ids) -> Gradients {
            Tensor grad = zeros({V, D}, {g.dtype(), g.device(), false});
            const Tensor rows = contiguous(reshape(g, {-1, D}));  // [n, D]
            g.backend().scatter_add_rows(grad.desc(), rows.desc(), saved_ids.desc(), skip);
            return {grad};
-         },
-         {saved_ids});
+         });
   return out;
 }
 

@@ -29,21 +29,11 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, std::int64_t i
                     "(valid: 0 to {}, or ignore_index {})",
                     static_cast<std::int64_t>(t.at({bad})), bad, C, C - 1, ignore_index));
 
-  const Tensor sx = x.detach(), st = t.detach();
-  auto grad_logits = [sx, st, lse, ignore_index, smoothing, shape = logits.shape()](const Tensor& grad_rows) {
-    Tensor d = detail::empty_as(sx, sx.shape());  // [n, C]
-    sx.backend().cross_entropy_backward(d.desc(), sx.desc(), lse.desc(), st.desc(), grad_rows.desc(), ignore_index,
-                                        smoothing);
-    return reshape(d, shape);
-  };
   Tensor out;
-  std::function<Tensor(const Tensor&)> grad_of_logits;  // from the output's gradient
-  const std::int64_t n = x.size(0);
+  double divisor = 1.0;  // of the summed loss
   if (reduction == Reduction::none) {
     out = detail::make_view(losses, targets.shape(), contiguous_strides(targets.shape()), 0);
-    grad_of_logits = [grad_logits](const Tensor& g) { return grad_logits(contiguous(reshape(g, {-1}))); };
   } else {
-    double divisor = 1.0;
     if (reduction == Reduction::mean) {
       // EXERCISE 7.2 (continued)
       const Tensor ignored = scalar(static_cast<double>(ignore_index), {DType::int64, t.device()});
@@ -51,16 +41,20 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, std::int64_t i
       divisor = static_cast<double>(counted);  // the targets that are not ignored; 0 gives NaN, as PyTorch
       // END EXERCISE
     }
-    {
-      NoGradGuard no_grad;
-      out = sum(losses) / divisor;
-    }
-    grad_of_logits = [grad_logits, n, divisor](const Tensor& g) {
-      return grad_logits(expand(reshape(g / divisor, {1}), {n}));
-    };
+    NoGradGuard no_grad;
+    out = sum(losses) / divisor;
   }
-  record(Op::cross_entropy, out, {logits},
-         [grad_of_logits](const Tensor& g) -> Gradients { return {grad_of_logits(g)}; }, {sx, st});
+  record(Op::cross_entropy, out, {logits}, {x, t, lse},
+         [per_row = reduction == Reduction::none, divisor, ignore_index, smoothing, shape = logits.shape()](
+             const Tensor& g, const Tensor& x, const Tensor& t, const Tensor& lse) -> Gradients {
+           // Each row's loss's gradient: g itself, or the summed loss's g / divisor shared by every row.
+           const Tensor grad_rows =
+               per_row ? contiguous(reshape(g, {-1})) : expand(reshape(g / divisor, {1}), {x.size(0)});
+           Tensor d = detail::empty_as(x, x.shape());  // [n, C]
+           x.backend().cross_entropy_backward(d.desc(), x.desc(), lse.desc(), t.desc(), grad_rows.desc(), ignore_index,
+                                              smoothing);
+           return {reshape(d, shape)};
+         });
   return out;
 }
 

@@ -29,10 +29,10 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b, DType out_dtype) {
   a.backend().gemm(out.desc(), detail::broadcast_desc(a, with(M, K)), detail::broadcast_desc(b, with(K, N)), 1.0, 0.0);
   // Each gradient reads only the other operand: keep an operand alive only if the other one needs it.
   const bool a_needs = a.requires_grad(), b_needs = b.requires_grad();
-  const Tensor sa = b_needs ? a.detach() : Tensor(), sb = a_needs ? b.detach() : Tensor();
   // An undefined saved operand: the other input needs no gradient.
-  record(Op::matmul, out, {a, b},
-         [sa, sb, a_shape = a.shape(), b_shape = b.shape(), dtype = a.dtype()](const Tensor& grad) -> Gradients {
+  record(Op::matmul, out, {a, b}, {b_needs ? a : Tensor(), a_needs ? b : Tensor()},
+         [a_shape = a.shape(), b_shape = b.shape(), dtype = a.dtype()](const Tensor& grad, const Tensor& sa,
+                                                                       const Tensor& sb) -> Gradients {
            // The backward's products run in the operands' dtype: a float32 gradient of a bfloat16 product
            // is rounded to bfloat16 first, as PyTorch's bfloat16 matmul receives a bfloat16 gradient.
            const Tensor g = detail::stored_as(grad, dtype);
@@ -40,8 +40,7 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b, DType out_dtype) {
            return {sb.defined() ? sum_to(matmul_nd(g, transpose(sb, -1, -2)), a_shape) : Tensor(),
                    sa.defined() ? sum_to(matmul_nd(transpose(sa, -1, -2), g), b_shape) : Tensor()};
            // END EXERCISE
-         },
-         {sa, sb});
+         });
   return out;
 }
 

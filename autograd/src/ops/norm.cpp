@@ -31,9 +31,9 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
                                   b.defined() ? b.desc() : none, eps);
 
   // One backward kernel yields all three gradients.
-  const Tensor sx = xc.detach(), sw = w.defined() ? w.detach() : Tensor();
-  record(Op::layer_norm, y, {xc, w, b},
-         [sx, sw, mean, rstd, has_bias = b.defined()](const Tensor& g) -> Gradients {
+  record(Op::layer_norm, y, {xc, w, b}, {xc, w, mean, rstd},
+         [has_bias = b.defined()](const Tensor& g, const Tensor& sx, const Tensor& sw, const Tensor& mean,
+                                  const Tensor& rstd) -> Gradients {
            const Tensor gc = contiguous(g);
            const Shape d{gc.size(-1)};
            Tensor dx = detail::empty_as(gc, gc.shape());                   // [..., D]
@@ -44,8 +44,7 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
                                             gc.desc(), sx.desc(), mean.desc(), rstd.desc(),
                                             sw.defined() ? sw.desc() : none);
            return {dx, dw, db};
-         },
-         {sx, sw});
+         });
   return y;
 }
 
@@ -70,9 +69,8 @@ Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
   xc.backend().rms_norm_forward(y.desc(), rstd.desc(), xc.desc(), w.defined() ? w.desc() : none, eps);
 
   // One backward kernel yields both gradients.
-  const Tensor sx = xc.detach(), sw = w.defined() ? w.detach() : Tensor();
-  record(Op::rms_norm, y, {xc, w},
-         [sx, sw, rstd](const Tensor& g) -> Gradients {
+  record(Op::rms_norm, y, {xc, w}, {xc, w, rstd},
+         [](const Tensor& g, const Tensor& sx, const Tensor& sw, const Tensor& rstd) -> Gradients {
            const Tensor gc = contiguous(g);
            Tensor dx = detail::empty_as(gc, gc.shape());                                    // [..., D]
            Tensor dw = sw.defined() ? detail::empty_as(gc, Shape{gc.size(-1)}) : Tensor();  // [D]
@@ -80,8 +78,7 @@ Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
            gc.backend().rms_norm_backward(dx.desc(), dw.defined() ? dw.desc() : none, gc.desc(), sx.desc(), rstd.desc(),
                                           sw.defined() ? sw.desc() : none);
            return {dx, dw};
-         },
-         {sx, sw});
+         });
   return y;
 }
 

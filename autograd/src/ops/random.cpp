@@ -45,7 +45,8 @@ Tensor dropout(const Tensor& a, double p, bool training, Generator& gen) {
     NoGradGuard no_grad;
     out = mul(a, mask);
   }
-  record(Op::dropout, out, {a}, [mask](const Tensor& g) -> Gradients { return {mul(g, mask)}; });
+  record(Op::dropout, out, {a}, {mask},
+         [](const Tensor& g, const Tensor& mask) -> Gradients { return {mul(g, mask)}; });
   return out;
 }
 

@@ -84,14 +84,12 @@ Tensor max(const Tensor& a, const std::vector<std::int64_t>& dims, bool keepdim)
   Tensor kept_out = reduce_kernel(ReduceOp::max, a, kept);
   Tensor out = keepdim ? kept_out : reshape(kept_out, dropped_shape(a, mask));
   // Gradient goes to the maxima; ties share it equally (torch.amax), so the sum of the gradient is kept.
-  const Tensor sa = a.detach(), y = kept_out.detach();
-  record(Op::max, out, {a},
-         [sa, y, kept, dims](const Tensor& g) -> Gradients {
+  record(Op::max, out, {a}, {a, kept_out},
+         [kept, dims](const Tensor& g, const Tensor& sa, const Tensor& y) -> Gradients {
            const Tensor hit = eq(sa, y).to(g.dtype());  // [a.shape] 1 at maxima
            const Tensor count = sum(hit, dims, true);   // [kept]
            return {mul(hit, as_keepdim(g, kept) / count)};
-         },
-         {sa, y});
+         });
   return out;
 }
 

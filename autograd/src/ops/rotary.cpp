@@ -23,14 +23,12 @@ Tensor rotate_pairs(const Tensor& x, const Tensor& cos, const Tensor& sin, RopeP
   const Tensor c = contiguous(cos), s = contiguous(sin);
   Tensor y = detail::empty_as(xs, xs.shape());
   xs.backend().rotate_pairs(y.desc(), xs.desc(), c.desc(), s.desc(), pairing, /*inverse=*/false);
-  record(Op::rotate_pairs, y, {xs},
-         [c, s, pairing](const Tensor& g) -> Gradients {
-           const Tensor gs = g.strides().back() == 1 ? g : contiguous(g);
-           Tensor dx = detail::empty_as(gs, gs.shape());
-           gs.backend().rotate_pairs(dx.desc(), gs.desc(), c.desc(), s.desc(), pairing, /*inverse=*/true);
-           return {dx};
-         },
-         {c, s});
+  record(Op::rotate_pairs, y, {xs}, {c, s}, [pairing](const Tensor& g, const Tensor& c, const Tensor& s) -> Gradients {
+    const Tensor gs = g.strides().back() == 1 ? g : contiguous(g);
+    Tensor dx = detail::empty_as(gs, gs.shape());
+    gs.backend().rotate_pairs(dx.desc(), gs.desc(), c.desc(), s.desc(), pairing, /*inverse=*/true);
+    return {dx};
+  });
   return y;
 }
 

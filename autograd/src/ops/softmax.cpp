@@ -16,15 +16,12 @@ Tensor softmax_impl(Op op, const char* name, const Tensor& a, std::int64_t dim) 
   const Tensor x = contiguous(a);
   Tensor out = detail::empty_as(x, x.shape());
   x.backend().softmax_forward(out.desc(), x.desc(), log);
-  const Tensor y = out.detach();
-  record(op, out, {x},
-         [y, log](const Tensor& g) -> Gradients {
-           const Tensor gc = contiguous(g);
-           Tensor grad_in = detail::empty_as(gc, gc.shape());
-           gc.backend().softmax_backward(grad_in.desc(), gc.desc(), y.desc(), log);
-           return {grad_in};
-         },
-         {y});
+  record(op, out, {x}, {out}, [log](const Tensor& g, const Tensor& y) -> Gradients {
+    const Tensor gc = contiguous(g);
+    Tensor grad_in = detail::empty_as(gc, gc.shape());
+    gc.backend().softmax_backward(grad_in.desc(), gc.desc(), y.desc(), log);
+    return {grad_in};
+  });
   return out;
 }
 
