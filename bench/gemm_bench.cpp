@@ -138,9 +138,11 @@ struct OnednnBf16 {
 };
 
 int run_bf16(const std::string& json_path, bool quick) {
-  std::vector<Case> cases = {{1024, 1024, 1024, "square"},    {1024, 512, 2048, "FFN up"},
-                             {1024, 2048, 512, "FFN down"},   {512, 64, 512, "attention scores"},
-                             {512, 512, 64, "attention x V"}, {2048, 2048, 2048, "square"}};
+  // The last three are chapter 12's language model (16 x 128 tokens, d_model 256 = K, SwiGLU 688, 2000 ids).
+  std::vector<Case> cases = {
+      {1024, 1024, 1024, "square"},       {1024, 512, 2048, "FFN up"},       {1024, 2048, 512, "FFN down"},
+      {512, 64, 512, "attention scores"}, {512, 512, 64, "attention x V"},   {2048, 2048, 2048, "square"},
+      {2048, 256, 688, "LM SwiGLU in"},   {2048, 688, 256, "LM SwiGLU out"}, {2048, 256, 2000, "LM head"}};
   if (quick) cases.resize(2);
   const dnnl_version_t* dnnl = dnnl_version();
   const char* dot = cpu::bf16_dot_kernel();

@@ -2,11 +2,11 @@
 // model of `./run demo lm` (the Llama-style block, D 256, 4 layers, 8 heads of which 2 key/value, F 1024 -> SwiGLU
 // 688, vocabulary 2000, batch 16 x 128 tokens), on random ids (speed does not depend on the text). Prints ms per
 // step, tokens/s, MFU (lm_forward_flops over cpu/peak.h's measured peak), then tokens/s of one 256-token sample with
-// the cache and without it (under bf16 autocast with --precision bf16). tools/compare/torch_lm_train.py runs the same
-// model and shapes in PyTorch.
+// the cache and without it (under bf16 autocast with --precision bf16); --tokens 0 leaves generation out, for a
+// profile of the step alone. tools/compare/torch_lm_train.py runs the same model and shapes in PyTorch.
 //
 //   build/bench/bin/lm_bench [--block llama|2017|2017+CHANGE] [--threads N] [--steps N] [--precision fp32|bf16]
-//                            [--device cpu|cuda|cuda-sim]
+//                            [--device cpu|cuda|cuda-sim] [--tokens N]
 // On a GPU the step's time includes the wait for its loss (LMTrainer::step reads it): the GPU's work, not only
 // its launches; MFU is printed for the CPU only (cpu/peak.h measures the CPU's peak).
 #include <fmt/format.h>
@@ -27,7 +27,7 @@ using namespace stepformer::transformer;
 
 int main(int argc, char** argv) {
   std::string block = "llama", precision = "fp32", device = "cpu";
-  int threads = 0, steps = 10;
+  int threads = 0, steps = 10, tokens = 256;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--threads"))
       threads = std::atoi(argv[i + 1]);
@@ -39,10 +39,13 @@ int main(int argc, char** argv) {
       block = argv[i + 1];
     else if (!std::strcmp(argv[i], "--device"))
       device = argv[i + 1];
+    else if (!std::strcmp(argv[i], "--tokens"))
+      tokens = std::atoi(argv[i + 1]);
   }
-  if (argc % 2 == 0 || steps < 1 || (precision != "fp32" && precision != "bf16")) {
+  if (argc % 2 == 0 || steps < 1 || tokens < 0 || (precision != "fp32" && precision != "bf16")) {
     fmt::print(stderr,
-               "usage: lm_bench [--block NAME] [--threads N] [--steps N] [--precision fp32|bf16] [--device NAME]\n");
+               "usage: lm_bench [--block NAME] [--threads N] [--steps N] [--precision fp32|bf16] [--device NAME] "
+               "[--tokens N]\n");
     return 2;
   }
   if (threads > 0) omp_set_num_threads(threads);
@@ -79,7 +82,8 @@ int main(int argc, char** argv) {
       "{:.0f} tokens/s, {:.2f} model GFLOP/step{}\n",
       block, precision, model.parameter_count(), B, T, where, best * 1e3, total / steps * 1e3, steps,
       static_cast<double>(B * T) / best, flops / 1e9, mfu);
-  const std::int64_t n = 256;
+  if (tokens == 0) return 0;
+  const std::int64_t n = tokens;
   double seconds[2];
   std::size_t waits[2];
   for (const bool cached : {false, true}) {

@@ -6,8 +6,9 @@
 // for each add before the next) and rows of groups vectorise; blocks let threads share one long sum. max is
 // exact in any order and ignores both.
 //  - a dense input reduced to one number (a loss, a gradient's squared norm): threads take blocks;
-//  - a dense input reduced over its leading dims ([R, K] -> [K], a bias gradient): rows are added to a
-//    row of accumulators, unit stride, threads splitting the columns;
+//  - a dense input reduced over one run of adjacent dims ([A, R, K] -> [A, K]: over its leading dims when
+//    A = 1, a bias gradient; over the group of grouped-query attention's repeated heads): for each of the A
+//    blocks, rows are added to a row of accumulators, unit stride, threads splitting the blocks and columns;
 //  - a dense input reduced over its trailing dims ([K, R] -> [K], a per-row sum): one run per output;
 //  - anything else: each output element walks the reduced sub-space of the input by its strides.
 #include <algorithm>
@@ -80,8 +81,8 @@ void CpuBackend::reduce(ReduceOp op, const TensorDesc& out, const TensorDesc& in
   for (int d : reduced) count *= in.shape[d];
   const std::int64_t n_out = out.numel();
 
-  // Dense input, and are the reduced dims (ignoring size-1 dims) all before, or all after, the kept ones?
-  bool dense = true, reduced_first = true, reduced_last = true;
+  // Dense input, and are the reduced dims (ignoring size-1 dims) all after the kept ones?
+  bool dense = true, reduced_last = true;
   for (std::int64_t d = in.ndim - 1, expect = 1; d >= 0; --d) {
     if (in.shape[d] != 1 && in.strides[d] != expect) dense = false;
     expect *= in.shape[d];
@@ -93,7 +94,16 @@ void CpuBackend::reduce(ReduceOp op, const TensorDesc& out, const TensorDesc& in
   }
   for (int d : kept)
     for (int e : reduced)
-      if (in.shape[d] != 1) (e < d ? reduced_last : reduced_first) = false;
+      if (in.shape[d] != 1 && e < d) reduced_last = false;
+  // The reduced dims as one run between kept ones: [outer, count, inner] (outer = 1: all before them).
+  std::int64_t outer = 1, inner = 1;
+  bool one_run = !reduced.empty();
+  for (int d : kept) {
+    if (!one_run || in.shape[d] == 1) continue;
+    const bool before = d<reduced.front(), after = d> reduced.back();
+    one_run &= before || after;
+    (before ? outer : inner) *= in.shape[d];
+  }
 
   dispatch_all(in.dtype, [&](auto t) {
     using T = decltype(t);
@@ -114,12 +124,15 @@ void CpuBackend::reduce(ReduceOp op, const TensorDesc& out, const TensorDesc& in
         *y = result(acc, nan);
         return;
       }
-      if (dense && out_dense && n_out > 1 && count > 1 && (reduced_first || reduced_last)) {
-        if (reduced_first) {  // [count, n_out] -> [n_out]
+      if (dense && out_dense && n_out > 1 && count > 1 && one_run && (inner > 1 || reduced_last)) {
+        if (inner > 1) {  // [outer, count, inner] -> [outer, inner]
           constexpr std::int64_t kColumns = 512;
+          const std::int64_t chunks = (inner + kColumns - 1) / kColumns;
 #pragma omp parallel for schedule(static) if (n_out * count >= kParallelGrain)
-          for (std::int64_t j0 = 0; j0 < n_out; j0 += kColumns) {
-            const std::int64_t width = std::min(kColumns, n_out - j0);
+          for (std::int64_t task = 0; task < outer * chunks; ++task) {
+            const std::int64_t o = task / chunks, j0 = (task % chunks) * kColumns;
+            const std::int64_t width = std::min(kColumns, inner - j0);
+            const T* rows = x + o * count * inner;  // this block's [count, inner] rows
             Acc total[kColumns], block[kColumns], group[kColumns];
             bool nan[kColumns] = {};
             std::fill(total, total + width, sum ? Acc(0) : lowest);
@@ -128,9 +141,9 @@ void CpuBackend::reduce(ReduceOp op, const TensorDesc& out, const TensorDesc& in
                 std::fill(block, block + width, Acc(0));
                 for (std::int64_t g = b; g < std::min(count, b + kBlock); g += kGroup) {
                   // A group starts from its first row rather than from 0 + it: the same bits once in the block.
-                  for (std::int64_t j = 0; j < width; ++j) group[j] = static_cast<Acc>(x[g * n_out + j0 + j]);
+                  for (std::int64_t j = 0; j < width; ++j) group[j] = static_cast<Acc>(rows[g * inner + j0 + j]);
                   for (std::int64_t i = g + 1; i < std::min(count, g + kGroup); ++i) {
-                    const T* row = x + i * n_out + j0;
+                    const T* row = rows + i * inner + j0;
                     for (std::int64_t j = 0; j < width; ++j) group[j] += static_cast<Acc>(row[j]);
                   }
                   for (std::int64_t j = 0; j < width; ++j) block[j] += group[j];
@@ -139,14 +152,14 @@ void CpuBackend::reduce(ReduceOp op, const TensorDesc& out, const TensorDesc& in
               }
             } else {
               for (std::int64_t i = 0; i < count; ++i) {
-                const T* row = x + i * n_out + j0;
+                const T* row = rows + i * inner + j0;
                 for (std::int64_t j = 0; j < width; ++j) {
                   nan[j] |= row[j] != row[j];
                   total[j] = std::max(total[j], static_cast<Acc>(row[j]));
                 }
               }
             }
-            for (std::int64_t j = 0; j < width; ++j) y[j0 + j] = result(total[j], nan[j]);
+            for (std::int64_t j = 0; j < width; ++j) y[o * inner + j0 + j] = result(total[j], nan[j]);
           }
         } else {  // [n_out, count] -> [n_out]
 #pragma omp parallel for schedule(static) if (n_out * count >= kParallelGrain)
