@@ -250,6 +250,63 @@ TEST_CASE("autocast: matmul reads bfloat16, gradients reach the float32 leaves a
   REQUIRE_THROWS_WITH_ALL(AutocastGuard(DType::float64), DTypeError, "AutocastGuard", "float64");
 }
 
+// As torch.autocast's cache: with grad mode off, a scope converts the same memory once, until it is written to.
+TEST_CASE("autocast keeps a conversion made without grad for the same memory at the same version, until the scope ends",
+          "[bfloat16][values]") {
+  Tensor w = uniform_f32({6, 4}, 16);
+  const Tensor wt = transpose(w, 0, 1);  // as Linear multiplies by its weight
+  auto same_memory = [](const Tensor& a, const Tensor& b) { return a.desc().data == b.desc().data; };
+  Tensor from_last_scope;
+  {
+    AutocastGuard autocast(DType::bfloat16);
+    NoGradGuard no_grad;
+    const Tensor first = wt.to(DType::bfloat16);
+    CHECK(same_memory(wt.to(DType::bfloat16), first));  // kept
+    { AutocastGuard inner(DType::bfloat16); }
+    CHECK(same_memory(wt.to(DType::bfloat16), first));                 // an inner scope's end keeps it
+    const Tensor other_view = transpose(w, 0, 1).to(DType::bfloat16);  // another handle, the same memory
+    CHECK(same_memory(other_view, first));
+    const Tensor row = narrow(wt, 0, 1, 2).to(DType::bfloat16);  // other memory of the same storage
+    CHECK(row.to_vector<double>() == contiguous(narrow(wt, 0, 1, 2)).to(DType::bfloat16).to_vector<double>());
+
+    fill_(w, 0.5);  // the weight written: its conversion is made again, with the new values
+    Tensor after_write = wt.to(DType::bfloat16);
+    CHECK(!same_memory(after_write, first));
+    CHECK(after_write.to_vector<double>() == std::vector<double>(24, 0.5));
+
+    fill_(after_write, 2.0);  // the kept result written: not handed out again
+    const Tensor after_result_write = wt.to(DType::bfloat16);
+    CHECK(!same_memory(after_result_write, after_write));
+    CHECK(after_result_write.to_vector<double>() == std::vector<double>(24, 0.5));
+    from_last_scope = after_result_write;
+  }
+  {
+    AutocastGuard autocast(DType::bfloat16);  // a new scope: nothing kept from the last one
+    NoGradGuard no_grad;
+    const Tensor first = wt.to(DType::bfloat16);
+    CHECK(!same_memory(first, from_last_scope));
+    { AutocastGuard autocast_ended(DType::bfloat16); }
+    CHECK(same_memory(wt.to(DType::bfloat16), first));
+  }
+  {
+    AutocastGuard autocast(DType::bfloat16);
+    NoGradGuard no_grad;
+    const Tensor first = wt.to(DType::bfloat16);
+    const Tensor outside = [&] {
+      AutocastGuard off(DType::float32);  // autocast off: to() is a plain conversion
+      return wt.to(DType::bfloat16);
+    }();
+    CHECK(!same_memory(outside, first));
+  }
+  const Tensor x = uniform_f32({6, 4}, 17, true);  // with grad mode on nothing is kept: each has its own node
+  AutocastGuard autocast(DType::bfloat16);
+  const Tensor a = x.to(DType::bfloat16), b = x.to(DType::bfloat16);
+  CHECK(!same_memory(a, b));
+  sum(a.to(DType::float32)).backward();
+  sum(b.to(DType::float32)).backward();
+  CHECK(x.grad().to_vector<double>() == std::vector<double>(24, 2.0));
+}
+
 // As torch's preserve_format: a permuted dense tensor converts into the same layout; others into a contiguous one.
 TEST_CASE("to(dtype) keeps a transposed or permuted tensor's layout and its values; a sliced one becomes contiguous",
           "[bfloat16][values]") {

@@ -9,12 +9,25 @@
 // keeps float32 and the ops after it (bias, GELU, softmax, layer norm, residual adds) read float32.
 // The parameters stay float32 (the master copy) and so do their gradients: the cast's backward
 // converts the bfloat16 gradient back.
+//
+// As torch.autocast's cache (cache_enabled), a conversion made with grad mode off inside a scope is kept until the
+// outermost scope ends: decoding converts each weight once per generated sequence instead of once per token.
+// A kept conversion is reused only for the same memory (storage, offset, shape, strides) at the same version, and
+// only while nobody has written to it. With grad mode on nothing is kept: a step's forward reads each weight once,
+// and a conversion's node must belong to one graph.
 #include "autograd/dtype.h"
 
 namespace stepformer {
 
 // The dtype matmul's operands are cast to, or float32 when autocast is off.
 DType autocast_dtype();
+
+class Tensor;
+namespace detail {
+// Tensor::to's side of the cache: the kept conversion of `source` to `target`, or an undefined tensor; and keep one.
+Tensor autocast_kept(const Tensor& source, DType target);
+void autocast_keep(const Tensor& source, const Tensor& converted);
+}  // namespace detail
 
 class AutocastGuard {
  public:

@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "autograd/autocast.h"
 #include "common.h"
 
 namespace stepformer {
@@ -260,6 +261,7 @@ TensorDesc flat_desc(TensorDesc d, std::int64_t n) {
 
 Tensor Tensor::to(DType target) const {
   if (dtype() == target) return *this;
+  if (Tensor kept = detail::autocast_kept(*this, target); kept.defined()) return kept;
   Tensor out;
   if (!is_contiguous() && dense_permuted(*this)) {
     // As torch's preserve_format: a permuted dense tensor (a transposed weight) converts into the same layout, one
@@ -273,6 +275,7 @@ Tensor Tensor::to(DType target) const {
   }
   if (is_floating(target))
     record(Op::to_dtype, out, {*this}, [from = dtype()](const Tensor& g) -> Gradients { return {g.to(from)}; });
+  detail::autocast_keep(*this, out);
   return out;
 }
 
