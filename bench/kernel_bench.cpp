@@ -1,7 +1,8 @@
 // The roofline of this CPU and where our kernels sit on it: the GEMM micro-kernel alone on cache-resident
 // panels (the arithmetic ceiling), a memory copy (the bandwidth ceiling), and softmax / layer_norm forward
 // and backward, sums and element-wise passes (casts, an add, a ReLU), in GB/s (bytes each must read and
-// write, over time); and the fused rms_norm and rotate_pairs against their composites, in time.
+// write, over time); the fused rms_norm and rotate_pairs against their composites, in time; causal flash attention
+// forward + backward.
 //
 //   build/bench/bin/kernel_bench [--threads N]
 #include <fmt/format.h>
@@ -99,6 +100,17 @@ int main(int argc, char** argv) {
     const double composite_s = bench::best_seconds([&] { composite().backward(g); });
     fmt::print("rope       [{}, {}, {:3}, {}]: forward + backward fused {:7.1f} us, composite {:7.1f} us ({:.2f}x)\n",
                B, H, T, Dh, fused_s * 1e6, composite_s * 1e6, composite_s / fused_s);
+  }
+  // flash_attention, causal, forward + backward, in GFLOP/s of the products the causal half needs (2 T^2 (Dh + Dv)
+  // forward, 2.5 times that backward): chapter 12's heads [16, 8, 128, 32] and a long one [1, 8, 1024, 64].
+  for (const auto& [B, H, T, Dh] :
+       {std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t>{16, 8, 128, 32}, {1, 8, 1024, 64}}) {
+    const Tensor q = randn({B, H, T, Dh}, gen).set_requires_grad(), k = randn({B, H, T, Dh}, gen).set_requires_grad(),
+                 v = randn({B, H, T, Dh}, gen).set_requires_grad(), g = randn({B, H, T, Dh}, gen);
+    const double t = bench::best_seconds([&] { flash_attention(q, k, v, {}, 0.125, /*causal=*/true).backward(g); });
+    const double flops = 3.5 * 2.0 * static_cast<double>(B * H) * static_cast<double>(T * T) / 2 * (2 * Dh);
+    fmt::print("attention  [{}, {}, {:4}, {}] causal: forward + backward {:7.1f} us, {:5.1f} GFLOP/s\n", B, H, T, Dh,
+               t * 1e6, flops / t / 1e9);
   }
   // Element-wise passes a training step makes, on a [16384, 512] activation: autocast's casts to bfloat16 and
   // back, an add (a residual), a ReLU, a SiLU. Bytes: what each reads and writes.

@@ -2,8 +2,8 @@
 // online softmax (a running max m and sum l per query, the partial output rescaled by exp(m_old - m_new)
 // whenever the max grows), never the [Tq, Tk] matrix. The two products of a tile, scores = q k^T and
 // out += weights v, are small GEMMs on the CPU backend's micro-kernels (gemm.h, one thread each); the softmax
-// between them is a vectorised pass over the [kTile, kTile] tile, which stays in L1 or L2. Threads take (head, query block)
-// pairs; under a causal mask the key tiles after a block's last query are skipped, so the blocks differ in cost
+// between them is a vectorised pass over the [kTile, kTile] tile, which stays in L1 or L2. Threads take (head, query
+// block) pairs; under a causal mask the key tiles after a block's last query are skipped, so the blocks differ in cost
 // and are handed out dynamically.
 //
 // Backward recomputes the weights from the saved lse, tile by tile, and turns each tile into its three gradient
@@ -29,6 +29,9 @@ namespace stepformer::cpu {
 namespace {
 
 constexpr std::int64_t kTile = 128;  // queries per block and keys per tile
+// Under the causal mask, a tile that reaches past its block's first query is taken in bands of kBand queries, each
+// against the keys it may see (up to its last query): the blocked triangle's products are not computed.
+constexpr std::int64_t kBand = 64;
 
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 
@@ -100,37 +103,44 @@ template <class T>
   // Causal: no query of the block sees a key at or after i1.
   const std::int64_t key_end = p.mask.causal ? std::min(n.Tk, i1) : n.Tk;
   for (std::int64_t j0 = 0; j0 < key_end; j0 += kTile) {
-    const std::int64_t j1 = std::min(key_end, j0 + kTile), cols = j1 - j0;
-    const Blocked blocked = blocked_in(p, bh, i0, i1, j0, j1);
-    if (blocked == Blocked::all) continue;
-    scores(p, s, bh, i0, i1, j0, j1, blocked);
-    for (std::int64_t r = 0; r < rows; ++r) {
-      T* row = s + r * kTile;
-      T tile_max = static_cast<T>(kNegInf);
-      for (std::int64_t c = 0; c < cols; ++c) tile_max = std::max(tile_max, row[c]);
-      if (tile_max == static_cast<T>(kNegInf)) {  // every key of the tile blocked: weights 0, nothing else changes
-        std::fill(row, row + cols, T(0));
-        continue;
-      }
-      const T m_new = std::max(m[r], tile_max);
-      const T rescale = exp_of(m[r] - m_new);  // exp(-inf) = 0 on the first tile that counts
-      T* a = acc + r * n.Dv;
+    const std::int64_t j1 = std::min(key_end, j0 + kTile);
+    const std::int64_t band = p.mask.causal && j1 - 1 > i0 ? kBand : rows;
+    for (std::int64_t r0 = 0; r0 < rows; r0 += band) {
+      const std::int64_t r1 = std::min(rows, r0 + band);
+      const std::int64_t jb = p.mask.causal ? std::min(j1, i0 + r1) : j1, cols = jb - j0;  // the keys r0..r1 may see
+      if (cols <= 0) continue;
+      const Blocked blocked = blocked_in(p, bh, i0 + r0, i0 + r1, j0, jb);
+      if (blocked == Blocked::all) continue;
+      scores(p, s, bh, i0 + r0, i0 + r1, j0, jb, blocked);
+      for (std::int64_t r = r0; r < r1; ++r) {
+        T* row = s + (r - r0) * kTile;
+        T tile_max = static_cast<T>(kNegInf);
+        for (std::int64_t c = 0; c < cols; ++c) tile_max = std::max(tile_max, row[c]);
+        if (tile_max == static_cast<T>(kNegInf)) {  // every key of the tile blocked: weights 0, nothing else changes
+          std::fill(row, row + cols, T(0));
+          continue;
+        }
+        const T m_new = std::max(m[r], tile_max);
+        const T rescale = exp_of(m[r] - m_new);  // exp(-inf) = 0 on the first tile that counts
+        T* a = acc + r * n.Dv;
 #pragma omp simd
-      for (std::int64_t d = 0; d < n.Dv; ++d) a[d] *= rescale;
-      T sum = 0;
+        for (std::int64_t d = 0; d < n.Dv; ++d) a[d] *= rescale;
+        T sum = 0;
 #pragma omp simd reduction(+ : sum)
-      for (std::int64_t c = 0; c < cols; ++c) sum += row[c] = exp_of(row[c] - m_new);  // blocked: exp(-inf) = 0
-      l[r] = l[r] * rescale + sum;
-      m[r] = m_new;
-      if (p.drop.p > 0) {
-        T* f = w.ds.data();
-        dropout_factors(p, f, bh * n.Tq + i0 + r, j0, cols);
+        for (std::int64_t c = 0; c < cols; ++c) sum += row[c] = exp_of(row[c] - m_new);  // blocked: exp(-inf) = 0
+        l[r] = l[r] * rescale + sum;
+        m[r] = m_new;
+        if (p.drop.p > 0) {
+          T* f = w.ds.data();
+          dropout_factors(p, f, bh * n.Tq + i0 + r, j0, cols);
 #pragma omp simd
-        for (std::int64_t c = 0; c < cols; ++c) row[c] *= f[c];
+          for (std::int64_t c = 0; c < cols; ++c) row[c] *= f[c];
+        }
       }
+      // acc[r0, r1) += weights [r1 - r0, cols] @ v[j0, jb)
+      gemm<T>(r1 - r0, n.Dv, cols, T(1), {s, kTile, 1}, {p.v + (bh * n.Tk + j0) * n.Dv, n.Dv, 1}, T(1),
+              {acc + r0 * n.Dv, n.Dv, 1}, 1);
     }
-    // acc += weights [rows, cols] @ v[j0, j1)
-    gemm<T>(rows, n.Dv, cols, T(1), {s, kTile, 1}, {p.v + (bh * n.Tk + j0) * n.Dv, n.Dv, 1}, T(1), {acc, n.Dv, 1}, 1);
   }
   for (std::int64_t r = 0; r < rows; ++r) {
     const std::int64_t row = bh * n.Tq + i0 + r;
@@ -154,50 +164,56 @@ template <class T>
   std::fill(dk + bh * n.Tk * n.Dh, dk + (bh + 1) * n.Tk * n.Dh, T(0));
   std::fill(dv + bh * n.Tk * n.Dv, dv + (bh + 1) * n.Tk * n.Dv, T(0));
   for (std::int64_t j0 = 0; j0 < n.Tk; j0 += kTile) {
-    const std::int64_t j1 = std::min(n.Tk, j0 + kTile), cols = j1 - j0;
+    const std::int64_t j1 = std::min(n.Tk, j0 + kTile);
     const T* k_j = p.k + (bh * n.Tk + j0) * n.Dh;
     const T* v_j = p.v + (bh * n.Tk + j0) * n.Dv;
     // Causal: the query blocks that end before j0 never see these keys.
     for (std::int64_t i0 = p.mask.causal ? j0 / kTile * kTile : 0; i0 < n.Tq; i0 += kTile) {
-      const std::int64_t i1 = std::min(n.Tq, i0 + kTile), rows = i1 - i0;
-      const std::int64_t row0 = bh * n.Tq + i0;
-      const Blocked blocked = blocked_in(p, bh, i0, i1, j0, j1);
-      if (blocked == Blocked::all) continue;
-      scores(p, s, bh, i0, i1, j0, j1, blocked);
-      gemm<T>(rows, cols, n.Dv, T(1), {dout + row0 * n.Dv, n.Dv, 1}, {v_j, 1, n.Dv}, T(0), {ds, kTile, 1}, 1);
-      for (std::int64_t r = 0; r < rows; ++r) {
-        T* sr = s + r * kTile;
-        T* dr = ds + r * kTile;
-        const T L = lse[row0 + r], Dr = D[row0 + r];
-        if (L == static_cast<T>(kNegInf)) {  // a query that saw no key: no gradient
-          std::fill(sr, sr + cols, T(0));
-          std::fill(dr, dr + cols, T(0));
-          if (p.drop.p > 0) std::fill(wf + r * kTile, wf + r * kTile + cols, T(0));
-          continue;
-        }
-        if (p.drop.p > 0) {
-          T* fr = wf + r * kTile;  // the factors, then the weights times them
-          dropout_factors(p, fr, row0 + r, j0, cols);
-#pragma omp simd
-          for (std::int64_t c = 0; c < cols; ++c) {
-            sr[c] = exp_of(sr[c] - L);
-            dr[c] = sr[c] * (dr[c] * fr[c] - Dr);
-            fr[c] *= sr[c];
+      const std::int64_t i1 = std::min(n.Tq, i0 + kTile);
+      const std::int64_t band = p.mask.causal && j1 - 1 > i0 ? kBand : i1 - i0;
+      for (std::int64_t b0 = i0; b0 < i1; b0 += band) {  // queries [b0, b1) against the keys [j0, jb) they may see
+        const std::int64_t b1 = std::min(i1, b0 + band), rows = b1 - b0;
+        const std::int64_t jb = p.mask.causal ? std::min(j1, b1) : j1, cols = jb - j0;
+        if (cols <= 0) continue;
+        const std::int64_t row0 = bh * n.Tq + b0;
+        const Blocked blocked = blocked_in(p, bh, b0, b1, j0, jb);
+        if (blocked == Blocked::all) continue;
+        scores(p, s, bh, b0, b1, j0, jb, blocked);
+        gemm<T>(rows, cols, n.Dv, T(1), {dout + row0 * n.Dv, n.Dv, 1}, {v_j, 1, n.Dv}, T(0), {ds, kTile, 1}, 1);
+        for (std::int64_t r = 0; r < rows; ++r) {
+          T* sr = s + r * kTile;
+          T* dr = ds + r * kTile;
+          const T L = lse[row0 + r], Dr = D[row0 + r];
+          if (L == static_cast<T>(kNegInf)) {  // a query that saw no key: no gradient
+            std::fill(sr, sr + cols, T(0));
+            std::fill(dr, dr + cols, T(0));
+            if (p.drop.p > 0) std::fill(wf + r * kTile, wf + r * kTile + cols, T(0));
+            continue;
           }
-        } else {
+          if (p.drop.p > 0) {
+            T* fr = wf + r * kTile;  // the factors, then the weights times them
+            dropout_factors(p, fr, row0 + r, j0, cols);
 #pragma omp simd
-          for (std::int64_t c = 0; c < cols; ++c) {
-            sr[c] = exp_of(sr[c] - L);
-            dr[c] = sr[c] * (dr[c] - Dr);
+            for (std::int64_t c = 0; c < cols; ++c) {
+              sr[c] = exp_of(sr[c] - L);
+              dr[c] = sr[c] * (dr[c] * fr[c] - Dr);
+              fr[c] *= sr[c];
+            }
+          } else {
+#pragma omp simd
+            for (std::int64_t c = 0; c < cols; ++c) {
+              sr[c] = exp_of(sr[c] - L);
+              dr[c] = sr[c] * (dr[c] - Dr);
+            }
           }
         }
+        const T* used = p.drop.p > 0 ? wf : s;
+        gemm<T>(cols, n.Dv, rows, T(1), {used, 1, kTile}, {dout + row0 * n.Dv, n.Dv, 1}, T(1),
+                {dv + (bh * n.Tk + j0) * n.Dv, n.Dv, 1}, 1);
+        gemm<T>(cols, n.Dh, rows, p.scale, {ds, 1, kTile}, {p.q + row0 * n.Dh, n.Dh, 1}, T(1),
+                {dk + (bh * n.Tk + j0) * n.Dh, n.Dh, 1}, 1);
+        gemm<T>(rows, n.Dh, cols, p.scale, {ds, kTile, 1}, {k_j, n.Dh, 1}, T(1), {dq + row0 * n.Dh, n.Dh, 1}, 1);
       }
-      const T* used = p.drop.p > 0 ? wf : s;
-      gemm<T>(cols, n.Dv, rows, T(1), {used, 1, kTile}, {dout + row0 * n.Dv, n.Dv, 1}, T(1),
-              {dv + (bh * n.Tk + j0) * n.Dv, n.Dv, 1}, 1);
-      gemm<T>(cols, n.Dh, rows, p.scale, {ds, 1, kTile}, {p.q + row0 * n.Dh, n.Dh, 1}, T(1),
-              {dk + (bh * n.Tk + j0) * n.Dh, n.Dh, 1}, 1);
-      gemm<T>(rows, n.Dh, cols, p.scale, {ds, kTile, 1}, {k_j, n.Dh, 1}, T(1), {dq + row0 * n.Dh, n.Dh, 1}, 1);
     }
   }
 }
