@@ -7,6 +7,7 @@
 #include "autograd/errors.h"
 #include "autograd/grad_mode.h"
 #include "autograd/tensor.h"
+#include "ops/common.h"
 
 namespace stepformer {
 

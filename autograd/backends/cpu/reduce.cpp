@@ -81,8 +81,8 @@ void CpuBackend::reduce(ReduceOp op, const TensorDesc& out, const TensorDesc& in
   for (int d : reduced) count *= in.shape[d];
   const std::int64_t n_out = out.numel();
 
-  // Dense input, and are the reduced dims (ignoring size-1 dims) all after the kept ones?
-  bool dense = true, reduced_last = true;
+  // Dense input and output?
+  bool dense = true;
   for (std::int64_t d = in.ndim - 1, expect = 1; d >= 0; --d) {
     if (in.shape[d] != 1 && in.strides[d] != expect) dense = false;
     expect *= in.shape[d];
@@ -92,16 +92,15 @@ void CpuBackend::reduce(ReduceOp op, const TensorDesc& out, const TensorDesc& in
     if (out.shape[d] != 1 && out.strides[d] != expect) out_dense = false;
     expect *= out.shape[d];
   }
-  for (int d : kept)
-    for (int e : reduced)
-      if (in.shape[d] != 1 && e < d) reduced_last = false;
-  // The reduced dims as one run between kept ones: [outer, count, inner] (outer = 1: all before them).
+  // Are the reduced dims one run between kept ones (ignoring size-1 dims): [outer, count, inner]? inner = 1: they
+  // are the trailing dims; outer = 1: the leading ones.
   std::int64_t outer = 1, inner = 1;
   bool one_run = !reduced.empty();
   for (int d : kept) {
     if (!one_run || in.shape[d] == 1) continue;
-    const bool before = d<reduced.front(), after = d> reduced.back();
-    one_run &= before || after;
+    const bool before = d < reduced.front();
+    const bool after = d > reduced.back();
+    one_run = before || after;
     (before ? outer : inner) *= in.shape[d];
   }
 
@@ -124,7 +123,7 @@ void CpuBackend::reduce(ReduceOp op, const TensorDesc& out, const TensorDesc& in
         *y = result(acc, nan);
         return;
       }
-      if (dense && out_dense && n_out > 1 && count > 1 && one_run && (inner > 1 || reduced_last)) {
+      if (dense && out_dense && n_out > 1 && count > 1 && one_run) {
         if (inner > 1) {  // [outer, count, inner] -> [outer, inner]
           constexpr std::int64_t kColumns = 512;
           const std::int64_t chunks = (inner + kColumns - 1) / kColumns;

@@ -22,13 +22,6 @@ namespace stepformer {
 // The dtype matmul's operands are cast to, or float32 when autocast is off.
 DType autocast_dtype();
 
-class Tensor;
-namespace detail {
-// Tensor::to's side of the cache: the kept conversion of `source` to `target`, or an undefined tensor; and keep one.
-Tensor autocast_kept(const Tensor& source, DType target);
-void autocast_keep(const Tensor& source, const Tensor& converted);
-}  // namespace detail
-
 class AutocastGuard {
  public:
   explicit AutocastGuard(DType dtype = DType::bfloat16, bool enabled = true);

@@ -38,6 +38,10 @@ TensorDesc broadcast_desc(const Tensor& t, const Shape& shape);
 // While a node's backward function runs (engine.cpp), a tensor a kernel or at() reads must be the gradient, one
 // of the node's saved tensors, or made during that backward; anything else is an AutogradError naming the op.
 void check_backward_read(const Tensor& t);
+// Tensor::to's side of autocast's cache (autocast.cpp): the kept conversion of `source` to `target`, or an undefined
+// tensor; and keep one.
+Tensor autocast_kept(const Tensor& source, DType target);
+void autocast_keep(const Tensor& source, const Tensor& converted);
 // The shape as a TensorDesc-compatible check (kMaxDims).
 void check_ndim(const char* op, const Shape& shape);
 

@@ -6,7 +6,6 @@
 #include <utility>
 #include <vector>
 
-#include "autograd/autocast.h"
 #include "common.h"
 
 namespace stepformer {
