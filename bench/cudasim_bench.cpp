@@ -5,14 +5,9 @@
 //   build/bench/bin/cudasim_bench
 #include <fmt/format.h>
 
-#include <functional>
 #include <vector>
 
-#include "autograd/autograd.h"
-#include "cudasim/check.h"
 #include "cudasim/cudasim.h"
-#include "cudasim/profile.h"
-#include "ladders.h"
 #include "timing.h"
 
 using cudasim::dim3;
@@ -43,42 +38,6 @@ __global__ void shuffles(float* out) {
   out[threadIdx.x] = v;
 }
 
-// The counters of each version's launch: one table per ladder, a row per version (the kernels' own names).
-void print_ladders() {
-  if (!cudasim::check::instrumented()) {
-    fmt::print(
-        "\nkernel ladders: the profiler's counts need the checking build (build/cudasim-check/bin/cudasim_bench)\n");
-    return;
-  }
-  namespace ladder = stepformer::cuda_sim;
-  const Device sim{DeviceType::cuda_sim, 0};
-  Generator gen(1);
-  auto input = [&](const Shape& shape) { return uniform(shape, -1.0, 1.0, gen, {DType::float32, kCPU}).to(sim); };
-  auto profiled = [](const char* title, int versions, const std::function<void(int)>& run) {
-    std::vector<cudasim::profile::Counters> rows;
-    for (int v = 1; v <= versions; ++v) {
-      cudasim::profile::take();
-      cudasim::profile::enable(true);
-      run(v);
-      cudasim::profile::enable(false);
-      for (const auto& c : cudasim::profile::take()) rows.push_back(c);
-    }
-    fmt::print("\n{}\n{}", title, cudasim::profile::table(rows));
-  };
-  const Tensor x = input({256, 1024});
-  Tensor y = empty({256, 1024}, {DType::float32, sim});
-  profiled("softmax over 256 rows of 1024 floats, versions 1-3:", ladder::kSoftmaxVersions,
-           [&](int v) { ladder::softmax_version(v, y.desc(), x.desc()); });
-  const Tensor rows = input({64, 4096});
-  Tensor sums = empty({64}, {DType::float32, sim});
-  profiled("the sums of 64 rows of 4096 floats, versions 1-4:", ladder::kRowSumVersions,
-           [&](int v) { ladder::row_sum_version(v, sums.desc(), rows.desc()); });
-  const Tensor m = transpose(input({512, 512}), 0, 1);
-  Tensor t = empty({512, 512}, {DType::float32, sim});
-  profiled("contiguous() of a transposed 512x512 float matrix, versions 1-3:", ladder::kTransposeVersions,
-           [&](int v) { ladder::transpose_version(v, t.desc(), m.desc()); });
-}
-
 }  // namespace
 
 int main() {
@@ -92,5 +51,4 @@ int main() {
   fmt::print("  a thread crossing a __syncthreads       {:6.1f} ns  (block of {})\n",
              sync * 1e9 / (kBlock * 2.0 * kRounds), kBlock);
   fmt::print("  a lane taking part in a warp shuffle    {:6.1f} ns\n", shfl * 1e9 / (kBlock * double{kRounds}));
-  print_ladders();
 }

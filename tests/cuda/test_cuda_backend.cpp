@@ -10,7 +10,7 @@
 
 #include "../helpers.h"
 #include "cuda_backend.h"
-#include "ladders.h"
+#include "ladder_problems.h"
 
 using namespace stepformer;
 using stepformer::test::close;
@@ -57,36 +57,6 @@ void check_parity(const Fn& f, const std::vector<Tensor>& cpu_values, double tol
 }
 
 Tensor T(const Tensor& t) { return transpose(t, 0, 1); }
-
-}  // namespace
-
-#if defined(STEPFORMER_WITH_CUDA)
-// The same entry points compiled by nvcc: ladders.h declares them in the namespace STEPFORMER_CUDA_NS names,
-// cuda_sim in this program.
-namespace stepformer::cuda {
-void gemm_version(int, const TensorDesc&, const TensorDesc&, const TensorDesc&, double, double);
-void softmax_version(int, const TensorDesc&, const TensorDesc&);
-void row_sum_version(int, const TensorDesc&, const TensorDesc&);
-void transpose_version(int, const TensorDesc&, const TensorDesc&);
-}  // namespace stepformer::cuda
-#endif
-
-namespace {
-
-// The numbered versions of the device under test's kernels: cuda-sim's, or the GPU's.
-struct Ladders {
-  decltype(&cuda_sim::gemm_version) gemm;
-  decltype(&cuda_sim::softmax_version) softmax, row_sum, transpose;
-};
-
-Ladders ladders_of(Device dev) {
-#if defined(STEPFORMER_WITH_CUDA)
-  if (dev.type == DeviceType::cuda)
-    return {cuda::gemm_version, cuda::softmax_version, cuda::row_sum_version, cuda::transpose_version};
-#endif
-  REQUIRE(dev.type == DeviceType::cuda_sim);
-  return {cuda_sim::gemm_version, cuda_sim::softmax_version, cuda_sim::row_sum_version, cuda_sim::transpose_version};
-}
 
 }  // namespace
 
@@ -172,7 +142,7 @@ bool gemm_multiplies(int version, DType operands) { return operands == DType::bf
 
 TEST_CASE("cuda: GEMM: every version of the ladder matches the CPU", "[cuda]") {
   const Device dev = device_under_test();
-  const Ladders ladder = ladders_of(dev);
+  const ladders::Kernels ladder = ladders::kernels_of(dev);
   struct Dims {
     std::int64_t m, n, k;
   };
@@ -223,7 +193,7 @@ TEST_CASE("cuda: GEMM: every version of the ladder matches the CPU", "[cuda]") {
 
 TEST_CASE("cuda: every version of the softmax, row-sum and transpose ladders matches the CPU", "[cuda]") {
   const Device dev = device_under_test();
-  const Ladders ladder = ladders_of(dev);
+  const ladders::Kernels ladder = ladders::kernels_of(dev);
   for (const DType dt : {DType::float32, DType::float64}) {
     // Rows shorter than a warp, not a multiple of 32, longer than a block (128, 256), and a single row.
     for (const Shape& shape : {Shape{5, 7}, Shape{33, 45}, Shape{3, 300}, Shape{1, 1}}) {

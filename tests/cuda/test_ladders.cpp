@@ -1,9 +1,10 @@
 // The kernel ladders (autograd/backends/cuda/ladders.h) hold what their comments claim: each version fixes,
 // in cuda-sim's counts, what the comment says it fixes over the version before, and keeps what it does not
-// claim to change. Values are checked against the CPU in test_cuda_backend.cpp; here they are checked once
-// more under every check (a race or an out-of-bounds access fails the launch). Checking build only.
+// claim to change. The problems are ladder_problems.h's, the ones bench/ladder_bench.cpp counts for
+// docs/09_cuda.md; every version's values are checked here under every check (a race or an out-of-bounds access
+// fails the launch), and against the CPU on odd sizes in test_cuda_backend.cpp. Checking build only.
 #include "counted.h"
-#include "ladders.h"
+#include "ladder_problems.h"
 
 using namespace stepformer;
 using namespace stepformer::test::counted;
@@ -12,25 +13,31 @@ using stepformer::test::close;
 
 namespace {
 
-namespace ladder = stepformer::cuda_sim;
-
 double load_sectors(const Counters& n) { return per_request(n.global_load_sectors, n.global_load_requests); }
 double store_sectors(const Counters& n) { return per_request(n.global_store_sectors, n.global_store_requests); }
+
+// Every version of the family's problem with every check on, its output checked against the CPU's; the
+// counters of each, indexed by version.
+std::vector<Counters> climb(const std::string& family) {
+  const std::vector<ladders::Problem> all = ladders::problems(kSim);
+  const ladders::Problem& p = ladders::problem(all, family);
+  std::vector<Counters> v(static_cast<std::size_t>(p.last) + 1);
+  for (int version = p.first; version <= p.last; ++version) {
+    const Tensor y = p.output(kSim);
+    v[static_cast<std::size_t>(version)] = counted(p.kernel(version), [&] { p.run(version, y); });
+    INFO(p.title << ": version " << version << " computes the CPU's answer");
+    CHECK(close(y.cpu(), p.expected, p.tolerance, p.tolerance));
+  }
+  return v;
+}
 
 }  // namespace
 
 TEST_CASE("the softmax ladder: v2 coalesces v1's loads; v3 drops v2's barriers and shared memory", "[cuda][ladder]") {
-  const Tensor x = cpu_input({64, 512}, 21), expected = softmax(x, -1);
-  Counters v[4];
-  const char* names[4] = {"", "softmax_v1", "softmax_v2", "softmax_forward_kernel<float"};
-  for (int version = 1; version <= ladder::kSoftmaxVersions; ++version) {
-    Tensor y = full({64, 512}, NAN, {DType::float32, kSim});
-    v[version] = counted(names[version], [&] { ladder::softmax_version(version, y.desc(), x.to(kSim).desc()); });
-    CHECK(close(y.cpu(), expected, 1e-5, 1e-5));
-  }
+  const std::vector<Counters> v = climb("softmax");
   INFO("sectors per load request: v1 " << load_sectors(v[1]) << ", v2 " << load_sectors(v[2]) << ", v3 "
                                        << load_sectors(v[3]));
-  CHECK(load_sectors(v[1]) > 16);    // a lane per row: lanes 2 KB apart
+  CHECK(load_sectors(v[1]) > 16);    // a lane per row: lanes 4 KB apart
   CHECK(load_sectors(v[2]) <= 4.0);  // 32 neighbours per warp
   CHECK(load_sectors(v[3]) <= 4.0);
   INFO("barriers (per warp): v2 " << v[2].barriers << ", v3 " << v[3].barriers << "; shared requests v3 "
@@ -42,14 +49,7 @@ TEST_CASE("the softmax ladder: v2 coalesces v1's loads; v3 drops v2's barriers a
 
 TEST_CASE("the row-sum ladder: v2 coalesces v1; v3 removes v2's bank conflicts; v4 most of v3's barriers",
           "[cuda][ladder]") {
-  const Tensor x = cpu_input({32, 2048}, 22), expected = sum(x, {1});
-  Counters v[5];
-  for (int version = 1; version <= ladder::kRowSumVersions; ++version) {
-    Tensor y = full({32}, NAN, {DType::float32, kSim});
-    v[version] = counted("row_sum_v" + std::to_string(version),
-                         [&] { ladder::row_sum_version(version, y.desc(), x.to(kSim).desc()); });
-    CHECK(close(y.cpu(), expected, 1e-4, 1e-4));
-  }
+  const std::vector<Counters> v = climb("row_sum");
   INFO("sectors per load request: v1 " << load_sectors(v[1]) << ", v2 " << load_sectors(v[2]));
   CHECK(load_sectors(v[1]) > 16);
   CHECK(load_sectors(v[2]) <= 4.0);
@@ -65,15 +65,7 @@ TEST_CASE("the row-sum ladder: v2 coalesces v1; v3 removes v2's bank conflicts; 
 
 TEST_CASE("the transpose ladder: v2 coalesces v1's reads through a tile; v3 pads away v2's bank conflicts",
           "[cuda][ladder]") {
-  const Tensor x = cpu_input({96, 160}, 23), expected = contiguous(transpose(x, 0, 1));
-  Counters v[4];
-  const char* names[4] = {"", "transpose_v1", "transpose_v2", "transpose_kernel"};
-  for (int version = 1; version <= ladder::kTransposeVersions; ++version) {
-    Tensor y = full({160, 96}, NAN, {DType::float32, kSim});
-    const Tensor in = transpose(x.to(kSim), 0, 1);
-    v[version] = counted(names[version], [&] { ladder::transpose_version(version, y.desc(), in.desc()); });
-    CHECK(y.cpu().to_vector<float>() == expected.to_vector<float>());
-  }
+  const std::vector<Counters> v = climb("transpose");
   INFO("sectors per request, loads / stores: v1 " << load_sectors(v[1]) << " / " << store_sectors(v[1]) << ", v2 "
                                                   << load_sectors(v[2]) << " / " << store_sectors(v[2]));
   CHECK(load_sectors(v[1]) > 16);  // 32 consecutive c, ld elements apart
@@ -83,4 +75,17 @@ TEST_CASE("the transpose ladder: v2 coalesces v1's reads through a tile; v3 pads
   INFO("bank conflicts: v2 " << v[2].shared_bank_conflicts << ", v3 " << v[3].shared_bank_conflicts);
   CHECK(v[2].shared_bank_conflicts > 0);  // a column of [32][32] is one bank
   CHECK(v[3].shared_bank_conflicts == 0);
+}
+
+TEST_CASE(
+    "the GEMM ladder: v2 reads global memory 16 times less than v1; v3 makes 4 times the arithmetic of v2 "
+    "per shared-memory read; v4's 128x128 tile reads global memory half as often as v3's 64x64",
+    "[cuda][ladder]") {
+  const std::vector<Counters> v = climb("gemm"), bf = climb("gemm_bf16");
+  INFO("global load requests: v1 " << v[1].global_load_requests << ", v2 " << v[2].global_load_requests);
+  CHECK(v[1].global_load_requests >= 15 * v[2].global_load_requests);  // a 16x16 tile: each element read 16x less
+  INFO("shared load requests: v2 " << v[2].shared_load_requests << ", v3 " << v[3].shared_load_requests);
+  CHECK(v[2].shared_load_requests >= 4 * v[3].shared_load_requests);  // 16 FMAs per 4 + 4 values, not 1 per 2
+  INFO("global bytes loaded, bfloat16 operands: v3 " << bf[3].global_load_bytes << ", v4 " << bf[4].global_load_bytes);
+  CHECK(bf[3].global_load_bytes >= 2 * bf[4].global_load_bytes);
 }

@@ -24,13 +24,15 @@ foreach(schedule forward reverse random:1 random:2)
   endforeach()
 endforeach()
 
-# The kernel ladders' counts (docs/09_cuda.md, "Kernel ladders"): bench/cudasim_bench, built here because only
-# this build counts; `cudasim_bench prints the ladders` runs it, so its table cannot rot.
-add_executable(cudasim_bench ${PROJECT_SOURCE_DIR}/bench/cudasim_bench.cpp)
-target_link_libraries(cudasim_bench PRIVATE stepformer::autograd stepformer::cudasim fmt::fmt stepformer_warnings)
-target_include_directories(cudasim_bench PRIVATE ${PROJECT_SOURCE_DIR}/autograd/backends/cuda
-                                                 ${PROJECT_SOURCE_DIR}/bench)
-target_compile_definitions(cudasim_bench PRIVATE STEPFORMER_CUDA_NS=cuda_sim)
-add_test(NAME "cudasim_bench prints the ladders" COMMAND cudasim_bench)
-set_tests_properties("cudasim_bench prints the ladders" PROPERTIES LABELS cudasim-check
-                     PASS_REGULAR_EXPRESSION "transpose_v2<float>.*transpose_kernel<float>")
+# The kernel ladders' counts (docs/09_cuda.md, "Kernel ladders"): bench/ladder_bench, built here because only
+# this build counts; `ladder_bench counts every version` runs it, so its tables cannot rot.
+add_executable(ladder_bench ${PROJECT_SOURCE_DIR}/bench/ladder_bench.cpp)
+target_link_libraries(ladder_bench PRIVATE stepformer::autograd stepformer::cudasim fmt::fmt stepformer_warnings)
+target_include_directories(ladder_bench PRIVATE ${PROJECT_SOURCE_DIR}/autograd/backends/cuda
+                                                ${PROJECT_SOURCE_DIR}/bench ${PROJECT_SOURCE_DIR}/tests/cuda)
+target_compile_definitions(ladder_bench PRIVATE STEPFORMER_CUDA_NS=cuda_sim)
+add_test(NAME "ladder_bench counts every version" COMMAND ladder_bench)
+# A pass pattern alone would let a wrong version pass: WRONG fails it.
+set_tests_properties("ladder_bench counts every version" PROPERTIES LABELS cudasim-check
+                     PASS_REGULAR_EXPRESSION "transpose_v2<float>.*transpose_kernel<float>.*gemm_v4<float>"
+                     FAIL_REGULAR_EXPRESSION "WRONG")

