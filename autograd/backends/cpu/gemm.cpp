@@ -264,9 +264,13 @@ const gemm_detail::MicroKernelBf16* bf16_dot() {
   return kernel ? &*kernel : nullptr;
 }
 
-// Thin N (attention's weights @ V: N = 64): packing A would cost about as much as the few products each of its
-// pairs feeds. A row-major A with even K already holds its pairs side by side, so the kernel reads it in place
-// and only B is packed, as oneDNN does. Threads split A's row panels.
+// A row-major A with even K already holds its pairs side by side, so the kernel reads it in place and only B is
+// packed, as oneDNN does. Threads split A's row panels. It pays where packing A costs about as much as the
+// products each of its pairs feeds: a thin N (attention's weights @ V: N = 64), and a K short enough that a row
+// panel of A (mr rows of K values: 28 KB at K = 1024) stays in a 32 KB L1 while every B panel streams past it
+// (the language model's K = 256 and 688; gemm_bench --bf16: 0.88-0.93x oneDNN blocked, 0.96-1.01x in place on a
+// Zen 4; at K = 2048 the panel spills and in place falls to 0.80x).
+constexpr std::int64_t kInPlaceMaxK = 1024;
 void gemm_rows_in_place(std::int64_t M, std::int64_t N, std::int64_t K, float alpha,
                         const MatrixView<const bfloat16>& a, const MatrixView<const bfloat16>& b, float beta,
                         MatrixView<float> c, int threads, const gemm_detail::MicroKernelBf16& dot) {
@@ -315,8 +319,10 @@ void gemm(std::int64_t M, std::int64_t N, std::int64_t K, T alpha, MatrixView<co
   if (!kernel && M <= kThinRows) return thin_gemm(M, N, K, alpha, a, b, beta, c, team_size(M, N, K, threads));
   if constexpr (std::is_same_v<TA, bfloat16>) {
     if (const gemm_detail::MicroKernelBf16* dot = kernel ? nullptr : bf16_dot()) {
-      // Attention's per-head products too: reading A in place leaves too little overhead for the direct loop.
-      if (N <= 2 * dot->nr && a.col_stride == 1 && K % 2 == 0)
+      // Attention's per-head products too: reading A in place leaves too little overhead for the direct loop. A
+      // short K with a wide N only while A has a row panel for every thread (the blocked loop also splits N).
+      const bool panel_per_thread = (M + dot->mr - 1) / dot->mr >= team_size(M, N, K, threads);
+      if ((N <= 2 * dot->nr || (K <= kInPlaceMaxK && panel_per_thread)) && a.col_stride == 1 && K % 2 == 0)
         return gemm_rows_in_place(M, N, K, alpha, a, b, beta, c, threads, *dot);
       if (N <= kSmallN && M * N * K <= kSmallWork) return small_gemm(M, N, K, alpha, a, b, beta, c);
       const Blocking blocking{dot->mr, dot->nr, 2, 98, kBf16Kc, 2048};
