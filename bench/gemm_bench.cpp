@@ -55,10 +55,17 @@ void onednn(std::int64_t m, std::int64_t n, std::int64_t k, const T* a, const T*
 
 template <class T>
 int run(const std::string& json_path, bool quick) {
-  std::vector<Case> cases = {{256, 256, 256, "square"},    {512, 512, 512, "square"},
-                             {1024, 1024, 1024, "square"}, {2048, 2048, 2048, "square"},
-                             {1024, 512, 2048, "FFN up"},  {1024, 2048, 512, "FFN down"},
-                             {64, 64, 64, "small"},        {512, 64, 512, "attention scores"}};
+  std::vector<Case> cases = {{256, 256, 256, "square"},
+                             {512, 512, 512, "square"},
+                             {1024, 1024, 1024, "square"},
+                             {2048, 2048, 2048, "square"},
+                             {1024, 512, 2048, "FFN up"},
+                             {1024, 2048, 512, "FFN down"},
+                             {64, 64, 64, "small"},
+                             {512, 64, 512, "attention scores"},
+                             {2048, 256, 688, "LM SwiGLU in"},
+                             {2048, 688, 256, "LM SwiGLU out"},
+                             {2048, 256, 2000, "LM head"}};
   if (quick) cases.resize(3);
   const char* type = std::is_same_v<T, float> ? "float32" : "float64";
   constexpr bool with_onednn = std::is_same_v<T, float>;

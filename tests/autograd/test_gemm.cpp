@@ -82,6 +82,30 @@ TEMPLATE_TEST_CASE("every GEMM micro-kernel matches the reference on odd sizes a
       }
 }
 
+TEMPLATE_TEST_CASE("every GEMM micro-kernel reads a row-major A in place as it reads a packed panel: the same bits",
+                   "[gemm]", float, double) {
+  // gemm() reads A in place for some shapes on the last kernel only: here every kernel's run_rows, against its run
+  // on the same values packed, with full and short tiles (rows from m on repeat row m - 1, never read past A).
+  using T = TestType;
+  for (const auto& kernel : gemm_kernels<T>())
+    for (const std::int64_t K : {1, 7, 65}) {
+      const int mr = kernel.mr, nr = kernel.nr;
+      const std::int64_t lda = K + 3;
+      const auto rows = random_values<T>(static_cast<std::size_t>(mr * lda), 6);
+      const auto panel_b = random_values<T>(static_cast<std::size_t>(K * nr), 7);
+      for (const int m : {mr, std::max(1, mr - 3)}) {
+        std::vector<T> packed(static_cast<std::size_t>(K * mr));
+        for (std::int64_t k = 0; k < K; ++k)
+          for (int r = 0; r < mr; ++r) packed[k * mr + r] = rows[std::min(r, m - 1) * lda + k];
+        std::vector<T> want(static_cast<std::size_t>(mr * nr), T(1)), got = want;
+        kernel.run(K, packed.data(), panel_b.data(), want.data(), nr, T(0.5), T(-1));
+        kernel.run_rows(K, rows.data(), lda, m, panel_b.data(), got.data(), nr, T(0.5), T(-1));
+        INFO(kernel.name << " K=" << K << " m=" << m);
+        CHECK(std::vector<T>(got.begin(), got.begin() + m * nr) == std::vector<T>(want.begin(), want.begin() + m * nr));
+      }
+    }
+}
+
 TEMPLATE_TEST_CASE("GEMM: 257^3, C with column stride, beta == 0 never reads C, empty sizes", "[gemm]", float, double) {
   using T = TestType;
   const std::int64_t n = 257;

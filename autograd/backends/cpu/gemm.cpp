@@ -55,14 +55,16 @@ struct Portable {
 
 template <class T>
 GemmKernel<T> blocked(const gemm_detail::MicroKernel<T>& k, std::int64_t mc, std::int64_t kc, std::int64_t nc) {
-  return {k.name, k.mr, k.nr, mc, kc, nc, k.run};
+  return {k.name, k.mr, k.nr, mc, kc, nc, k.run, k.run_rows};
 }
 
 template <class T>
 std::vector<GemmKernel<T>> detect() {
   constexpr bool f32 = std::is_same_v<T, float>;
   std::vector<GemmKernel<T>> out;
-  out.push_back(blocked<T>({"portable", 4, 8, &gemm_detail::micro_kernel<Portable<T>, 4, 8>}, 128, 256, 4096));
+  out.push_back(blocked<T>({"portable", 4, 8, &gemm_detail::micro_kernel<Portable<T>, 4, 8>,
+                            &gemm_detail::micro_kernel_rows<Portable<T>, 4, 8>},
+                           128, 256, 4096));
   __builtin_cpu_init();
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
     if constexpr (f32)
@@ -264,47 +266,54 @@ const gemm_detail::MicroKernelBf16* bf16_dot() {
   return kernel ? &*kernel : nullptr;
 }
 
-// A row-major A with even K already holds its pairs side by side, so the kernel reads it in place and only B is
-// packed, as oneDNN does. Threads split A's row panels. It pays where packing A costs about as much as the
-// products each of its pairs feeds: a thin N (attention's weights @ V: N = 64), and a K short enough that a row
-// panel of A (mr rows of K values: 28 KB at K = 1024) stays in a 32 KB L1 while every B panel streams past it
-// (the language model's K = 256 and 688; gemm_bench --bf16: 0.88-0.93x oneDNN blocked, 0.96-1.01x in place on a
-// Zen 4; at K = 2048 the panel spills and in place falls to 0.80x).
-constexpr std::int64_t kInPlaceMaxK = 1024;
-void gemm_rows_in_place(std::int64_t M, std::int64_t N, std::int64_t K, float alpha,
-                        const MatrixView<const bfloat16>& a, const MatrixView<const bfloat16>& b, float beta,
-                        MatrixView<float> c, int threads, const gemm_detail::MicroKernelBf16& dot) {
-  const int mr = dot.mr, nr = dot.nr;
+// A row-major A read in place, only B packed, as oneDNN does: threads split A's row panels. It pays where packing
+// A costs about as much as the products each of its values feeds: a thin N (attention's weights @ V: N = 64), and a
+// K short enough that a row panel of A (mr rows of K: 28 KB for 14 rows of 1024 bfloat16 or 512 float32 values)
+// stays in a 32 KB L1 while every B panel streams past it (the language model's K = 256; docs/performance.md,
+// "A short K reads A in place", measures both). A bfloat16 A needs an even K: its pairs of k then already sit side
+// by side, as vdpbf16ps takes them. `per` is how many k one packed element of B covers (1, or 2 for pairs);
+// row(i, k0) points at A's row i from k0; run(kp, row, m, b, c, rs_c, alpha, beta) is the in-place micro-kernel.
+template <class T, class P, class PackB, class Row, class Run>
+void gemm_rows_in_place(std::int64_t M, std::int64_t N, std::int64_t K, T alpha, T beta, MatrixView<T> c, int threads,
+                        int mr, int nr, int per, std::int64_t kc_max, PackB pack_b, Row row, Run run) {
   threads = team_size(M, N, K, threads);
   const std::int64_t panels = (N + nr - 1) / nr, row_panels = (M + mr - 1) / mr;
-  std::uint32_t* const packed_b =
-      scratch<std::uint32_t>(0, static_cast<std::size_t>(panels * nr * std::min(kBf16Kc, K) / 2));
+  P* const packed_b = scratch<P>(0, static_cast<std::size_t>(panels * nr * (std::min(kc_max, K) + per - 1) / per));
 #pragma omp parallel num_threads(threads) if (threads > 1)
-  for (std::int64_t pc = 0; pc < K; pc += kBf16Kc) {
-    const std::int64_t kc = std::min(kBf16Kc, K - pc), kp = kc / 2;
-    const float beta_here = pc == 0 ? beta : 1.f;
+  for (std::int64_t pc = 0; pc < K; pc += kc_max) {
+    const std::int64_t kc = std::min(kc_max, K - pc), kp = (kc + per - 1) / per;
+    const T beta_here = pc == 0 ? beta : T(1);
 #pragma omp for schedule(static)
     for (std::int64_t p = 0; p < panels; ++p)
-      gemm_detail::pack_b_pairs(b, pc, kc, p * nr, std::min<std::int64_t>(nr, N - p * nr), nr, packed_b + p * kp * nr);
+      pack_b(pc, kc, p * nr, std::min<std::int64_t>(nr, N - p * nr), packed_b + p * kp * nr);
 #pragma omp for schedule(static)
     for (std::int64_t ip = 0; ip < row_panels; ++ip) {
       const std::int64_t i = ip * mr;
       const int m = static_cast<int>(std::min<std::int64_t>(mr, M - i));
-      const std::uint16_t* const ai = &a.data[i * a.row_stride + pc].bits;
+      const auto ai = row(i, pc);
       for (std::int64_t p = 0; p < panels; ++p) {
         const std::int64_t j = p * nr, n = std::min<std::int64_t>(nr, N - j);
-        float* const cij = c.data + i * c.row_stride + j * c.col_stride;
-        const std::uint32_t* const bp = packed_b + p * kp * nr;
+        T* const cij = c.data + i * c.row_stride + j * c.col_stride;
+        const P* const bp = packed_b + p * kp * nr;
         if (m == mr && n == nr && c.col_stride == 1) {
-          dot.run_rows(kp, ai, a.row_stride, m, bp, cij, c.row_stride, alpha, beta_here);
+          run(kp, ai, m, bp, cij, c.row_stride, alpha, beta_here);
         } else {
-          alignas(64) float tile[16 * 64];
-          dot.run_rows(kp, ai, a.row_stride, m, bp, tile, nr, 1.f, 0.f);
+          alignas(64) T tile[16 * 64];
+          run(kp, ai, m, bp, tile, nr, T(1), T(0));
           write_edge(tile, nr, m, n, alpha, beta_here, cij, c.row_stride, c.col_stride);
         }
       }
     }
   }
+}
+
+// Whether to read A in place: a thin N, or a row panel of A within kInPlacePanelBytes while A has a row panel for
+// every thread (the blocked loop also splits N among them).
+constexpr std::int64_t kInPlacePanelBytes = 28 << 10;
+template <class TA>
+bool in_place_pays(std::int64_t M, std::int64_t N, std::int64_t K, int threads, int mr, int nr) {
+  const std::int64_t max_k = kInPlacePanelBytes / (mr * static_cast<std::int64_t>(sizeof(TA)));
+  return N <= 2 * nr || (K <= max_k && (M + mr - 1) / mr >= team_size(M, N, K, threads));
 }
 
 }  // namespace
@@ -319,11 +328,16 @@ void gemm(std::int64_t M, std::int64_t N, std::int64_t K, T alpha, MatrixView<co
   if (!kernel && M <= kThinRows) return thin_gemm(M, N, K, alpha, a, b, beta, c, team_size(M, N, K, threads));
   if constexpr (std::is_same_v<TA, bfloat16>) {
     if (const gemm_detail::MicroKernelBf16* dot = kernel ? nullptr : bf16_dot()) {
-      // Attention's per-head products too: reading A in place leaves too little overhead for the direct loop. A
-      // short K with a wide N only while A has a row panel for every thread (the blocked loop also splits N).
-      const bool panel_per_thread = (M + dot->mr - 1) / dot->mr >= team_size(M, N, K, threads);
-      if ((N <= 2 * dot->nr || (K <= kInPlaceMaxK && panel_per_thread)) && a.col_stride == 1 && K % 2 == 0)
-        return gemm_rows_in_place(M, N, K, alpha, a, b, beta, c, threads, *dot);
+      // Attention's per-head products too: reading A in place leaves too little overhead for the direct loop.
+      if (a.col_stride == 1 && K % 2 == 0 && in_place_pays<bfloat16>(M, N, K, threads, dot->mr, dot->nr))
+        return gemm_rows_in_place<float, std::uint32_t>(
+            M, N, K, alpha, beta, c, threads, dot->mr, dot->nr, 2, kBf16Kc,
+            [&](std::int64_t k0, std::int64_t kc, std::int64_t j0, std::int64_t n, std::uint32_t* dst) {
+              gemm_detail::pack_b_pairs(b, k0, kc, j0, n, dot->nr, dst);
+            },
+            [&](std::int64_t i, std::int64_t k0) { return &a.data[i * a.row_stride + k0].bits; },
+            [&](std::int64_t kp, const std::uint16_t* ai, int m, const std::uint32_t* bp, float* cij, std::int64_t rs,
+                float al, float be) { dot->run_rows(kp, ai, a.row_stride, m, bp, cij, rs, al, be); });
       if (N <= kSmallN && M * N * K <= kSmallWork) return small_gemm(M, N, K, alpha, a, b, beta, c);
       const Blocking blocking{dot->mr, dot->nr, 2, 98, kBf16Kc, 2048};
       return blocked_gemm<float, std::uint32_t>(
@@ -339,6 +353,18 @@ void gemm(std::int64_t M, std::int64_t N, std::int64_t K, T alpha, MatrixView<co
   }
   if (!kernel && N <= kSmallN && M * N * K <= kSmallWork) return small_gemm(M, N, K, alpha, a, b, beta, c);
   const GemmKernel<T>& kn = kernel ? *kernel : gemm_kernels<T>().back();
+  if constexpr (std::is_same_v<T, TA>) {
+    if (!kernel && a.col_stride == 1 && in_place_pays<T>(M, N, K, threads, kn.mr, kn.nr))
+      return gemm_rows_in_place<T, T>(
+          M, N, K, alpha, beta, c, threads, kn.mr, kn.nr, 1, kn.kc,
+          [&](std::int64_t k0, std::int64_t kc, std::int64_t j0, std::int64_t n, T* dst) {
+            gemm_detail::pack_b_panel(b, k0, kc, j0, n, kn.nr, dst);
+          },
+          [&](std::int64_t i, std::int64_t k0) { return a.data + i * a.row_stride + k0; },
+          [&](std::int64_t k, const T* ai, int m, const T* bp, T* cij, std::int64_t rs, T al, T be) {
+            kn.run_rows(k, ai, a.row_stride, m, bp, cij, rs, al, be);
+          });
+  }
   blocked_gemm<T, T>(
       M, N, K, alpha, beta, c, threads, {kn.mr, kn.nr, 1, kn.mc, kn.kc, kn.nc},
       [&](std::int64_t i0, std::int64_t mc, std::int64_t k0, std::int64_t kc, T* dst) {

@@ -20,6 +20,9 @@ struct GemmKernel {
   int mr, nr;
   std::int64_t mc, kc, nc;
   void (*run)(std::int64_t k, const T* a, const T* b, T* c, std::int64_t rs_c, T alpha, T beta);
+  // The same tile with A read in place: row-major, row r at a + r * lda; rows from m on repeat row m - 1.
+  void (*run_rows)(std::int64_t k, const T* a, std::int64_t lda, int m, const T* b, T* c, std::int64_t rs_c, T alpha,
+                   T beta);
 };
 
 // The kernels this CPU can run, fastest last; gemm() uses the last one unless told otherwise.

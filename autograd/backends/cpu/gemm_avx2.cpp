@@ -34,7 +34,7 @@ struct F64x4 {
 
 }  // namespace
 
-MicroKernel<float> avx2_f32() { return {"avx2", 6, 16, &micro_kernel<F32x8, 6, 2>}; }
-MicroKernel<double> avx2_f64() { return {"avx2", 6, 8, &micro_kernel<F64x4, 6, 2>}; }
+MicroKernel<float> avx2_f32() { return {"avx2", 6, 16, &micro_kernel<F32x8, 6, 2>, &micro_kernel_rows<F32x8, 6, 2>}; }
+MicroKernel<double> avx2_f64() { return {"avx2", 6, 8, &micro_kernel<F64x4, 6, 2>, &micro_kernel_rows<F64x4, 6, 2>}; }
 
 }  // namespace stepformer::cpu::gemm_detail

@@ -34,7 +34,11 @@ struct F64x8 {
 
 }  // namespace
 
-MicroKernel<float> avx512_f32() { return {"avx512", 14, 32, &micro_kernel<F32x16, 14, 2>}; }
-MicroKernel<double> avx512_f64() { return {"avx512", 12, 16, &micro_kernel<F64x8, 12, 2>}; }
+MicroKernel<float> avx512_f32() {
+  return {"avx512", 14, 32, &micro_kernel<F32x16, 14, 2>, &micro_kernel_rows<F32x16, 14, 2>};
+}
+MicroKernel<double> avx512_f64() {
+  return {"avx512", 12, 16, &micro_kernel<F64x8, 12, 2>, &micro_kernel_rows<F64x8, 12, 2>};
+}
 
 }  // namespace stepformer::cpu::gemm_detail

@@ -4,11 +4,14 @@
 
 namespace stepformer::cpu::gemm_detail {
 
+// run reads a packed panel of A; run_rows a row-major A in place (gemm_microkernel.h).
 template <class T>
 struct MicroKernel {
   const char* name;
   int mr, nr;
   void (*run)(std::int64_t k, const T* a, const T* b, T* c, std::int64_t rs_c, T alpha, T beta);
+  void (*run_rows)(std::int64_t k, const T* a, std::int64_t lda, int m, const T* b, T* c, std::int64_t rs_c, T alpha,
+                   T beta);
 };
 
 // bfloat16 operands packed in pairs along k (one 32-bit word: k even in the low half, k odd in the high

@@ -4,16 +4,29 @@
 // in a file compiled for that instruction set only (so no other code can pick up its instructions).
 //
 // The tile: MR rows x NV registers of C (NR = NV * lanes columns) stay in registers for the whole k loop.
-// Per k, NV loads of packed B and MR broadcasts of packed A feed MR * NV fused multiply-adds: the ratio
-// of arithmetic to memory traffic that lets the loop run at the FMA units' speed (BLIS's "micro-kernel",
-// Van Zee & van de Geijn, 2015).
+// Per k, NV loads of packed B and MR broadcasts of A feed MR * NV fused multiply-adds: the ratio of arithmetic
+// to memory traffic that lets the loop run at the FMA units' speed (BLIS's "micro-kernel", Van Zee & van de
+// Geijn, 2015). A is a packed panel, or a row-major A read in place (gemm.cpp says when).
 #include <cstdint>
 
 namespace stepformer::cpu::gemm_detail {
 
-template <class V, int MR, int NV>
-void micro_kernel(std::int64_t K, const typename V::T* a, const typename V::T* b, typename V::T* c, std::int64_t rs_c,
-                  typename V::T alpha, typename V::T beta) {
+// Where row r's value at k is: packed, a[k * MR + r] (the panel packing wrote); in place, rows[r][k] (a row-major
+// A read as it lies, one pointer per row).
+template <class T, int MR>
+struct PackedA {
+  const T* a;
+  T at(int r, std::int64_t k) const { return a[k * MR + r]; }
+};
+template <class T, int MR>
+struct InPlaceA {
+  const T* rows[MR];
+  T at(int r, std::int64_t k) const { return rows[r][k]; }
+};
+
+template <class V, int MR, int NV, class A>
+void micro_tile(std::int64_t K, const A& a, const typename V::T* b, typename V::T* c, std::int64_t rs_c,
+                typename V::T alpha, typename V::T beta) {
   using Reg = typename V::Reg;
   constexpr int L = V::kLanes, NR = NV * L;
   // Ask for C's tile now: the k loop takes thousands of cycles, so it is in cache when the loop ends.
@@ -23,13 +36,13 @@ void micro_kernel(std::int64_t K, const typename V::T* a, const typename V::T* b
   for (int r = 0; r < MR; ++r)
 #pragma GCC unroll 8
     for (int v = 0; v < NV; ++v) acc[r][v] = V::zero();
-  for (std::int64_t k = 0; k < K; ++k, a += MR, b += NR) {
+  for (std::int64_t k = 0; k < K; ++k, b += NR) {
     Reg bk[NV];
 #pragma GCC unroll 8
     for (int v = 0; v < NV; ++v) bk[v] = V::load(b + v * L);
 #pragma GCC unroll 16
     for (int r = 0; r < MR; ++r) {
-      const Reg ar = V::broadcast(a[r]);
+      const Reg ar = V::broadcast(a.at(r, k));
 #pragma GCC unroll 8
       for (int v = 0; v < NV; ++v) acc[r][v] = V::fma(ar, bk[v], acc[r][v]);
     }
@@ -43,6 +56,23 @@ void micro_kernel(std::int64_t K, const typename V::T* a, const typename V::T* b
       const Reg scaled = V::mul(acc[r][v], va);
       V::store(p, beta == 0 ? scaled : V::fma(V::load(p), vb, scaled));
     }
+}
+
+// A packed panel of A (MR values per k).
+template <class V, int MR, int NV>
+void micro_kernel(std::int64_t K, const typename V::T* a, const typename V::T* b, typename V::T* c, std::int64_t rs_c,
+                  typename V::T alpha, typename V::T beta) {
+  micro_tile<V, MR, NV>(K, PackedA<typename V::T, MR>{a}, b, c, rs_c, alpha, beta);
+}
+
+// A row-major A in place: row r of the tile starts at a + r * lda; rows from m on repeat row m - 1 (the caller
+// drops their results), so a short edge panel reads nothing past A.
+template <class V, int MR, int NV>
+void micro_kernel_rows(std::int64_t K, const typename V::T* a, std::int64_t lda, int m, const typename V::T* b,
+                       typename V::T* c, std::int64_t rs_c, typename V::T alpha, typename V::T beta) {
+  InPlaceA<typename V::T, MR> rows;
+  for (int r = 0; r < MR; ++r) rows.rows[r] = a + (r < m ? r : m - 1) * lda;
+  micro_tile<V, MR, NV>(K, rows, b, c, rs_c, alpha, beta);
 }
 
 }  // namespace stepformer::cpu::gemm_detail
