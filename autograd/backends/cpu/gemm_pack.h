@@ -84,6 +84,17 @@ inline void pack_a_pairs(const MatrixView<const bfloat16>& a, std::int64_t i0, s
   const std::int64_t kp = (kc + 1) / 2;
   for (std::int64_t ip = 0; ip < mc; ip += mr, dst += kp * mr) {
     const std::int64_t m = std::min<std::int64_t>(mr, mc - ip);
+    if (a.row_stride == 1) {  // column-major A (dW = dY^T X): the panel's rows at one k are neighbours
+      for (std::int64_t q = 0; q < kp; ++q) {
+        const bfloat16* even = a.data + (i0 + ip) + (k0 + 2 * q) * a.col_stride;
+        const bfloat16* odd = 2 * q + 1 < kc ? even + a.col_stride : nullptr;
+        std::uint32_t* word = dst + q * mr;
+        std::int64_t r = 0;
+        for (; r < m; ++r) word[r] = std::uint32_t{even[r].bits} | (odd ? std::uint32_t{odd[r].bits} << 16 : 0u);
+        for (; r < mr; ++r) word[r] = 0;
+      }
+      continue;
+    }
     for (std::int64_t r = 0; r < mr; ++r) {
       if (r >= m) {
         for (std::int64_t q = 0; q < kp; ++q) dst[q * mr + r] = 0;
