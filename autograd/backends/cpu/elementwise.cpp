@@ -2,7 +2,8 @@
 // the other backends (../elementwise_math.h); what is the CPU's own is the loop: rows of the last dim,
 // spread over OpenMP threads (strided.h). SiLU and its backward in float32 are the exception: the shared formula
 // reads libm's double exp one element at a time, so the CPU gives it vmath.h's float exp_approx instead, in SIMD
-// clones over unit-stride rows.
+// clones over unit-stride rows. The float32 -> bfloat16 cast takes the same clones: its rounding is integer bit
+// arithmetic that the baseline (SSE2) build of map1 leaves one element at a time.
 #include "../elementwise_math.h"
 #include "cpu_backend.h"
 #include "strided.h"
@@ -59,6 +60,20 @@ void silu_float(const TensorDesc& out, const TensorDesc* g, const TensorDesc& x)
   });
 }
 
+STEPFORMER_SIMD_CLONES void bf16_row(const float* x, bfloat16* y, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) y[i] = bfloat16(x[i]);
+}
+
+// to(bfloat16) of a float32 tensor: the same rounding as map1's (bfloat16(float)), unit-stride rows in the clones.
+void cast_to_bf16(const TensorDesc& out, const TensorDesc& in) {
+  for_each_row<2>({&out, &in}, [&](auto base, auto step, std::int64_t n) {
+    bfloat16* o = ptr<bfloat16>(out) + base[0];
+    const float* x = ptr<float>(in) + base[1];
+    if (step[0] == 1 && step[1] == 1) return bf16_row(x, o, n);
+    for (std::int64_t i = 0; i < n; ++i) o[i * step[0]] = bfloat16(x[i * step[1]]);
+  });
+}
+
 bool all_float32(std::initializer_list<const TensorDesc*> ds) {
   for (const TensorDesc* d : ds)
     if (d->dtype != DType::float32) return false;
@@ -80,6 +95,7 @@ void CpuBackend::fill(const TensorDesc& out, double value) {
 
 void CpuBackend::unary(UnaryOp op, const TensorDesc& out, const TensorDesc& in, double alpha) {
   if (op == UnaryOp::silu && all_float32({&out, &in})) return silu_float(out, nullptr, in);
+  if (op == UnaryOp::copy && out.dtype == DType::bfloat16 && in.dtype == DType::float32) return cast_to_bf16(out, in);
   dispatch_unary(op, out.dtype, in.dtype, alpha, "cpu",
                  [&](auto f, auto to, auto from) { map1<decltype(to), decltype(from)>(out, in, f); });
 }
