@@ -70,10 +70,17 @@ void scores(const AttentionProblem<T>& p, T* s, std::int64_t bh, std::int64_t i0
   gemm<T>(rows, cols, n.Dh, p.scale, {p.q + (bh * n.Tq + i0) * n.Dh, n.Dh, 1}, {p.k + (bh * n.Tk + j0) * n.Dh, 1, n.Dh},
           T(0), {s, kTile, 1}, 1);
   if (blocked == Blocked::none) return;
+  // AttentionMask::blocked, a row at a time: under the causal mask query i0 + r sees the keys up to itself, so the
+  // row's tail from key i0 + r + 1 is one fill; the mask tensor, if any, is read for the keys before it.
   const std::int64_t b = bh / n.H, h = bh % n.H;
-  for (std::int64_t r = 0; r < rows; ++r)
-    for (std::int64_t c = 0; c < cols; ++c)
-      if (p.mask.blocked(b, h, i0 + r, j0 + c)) s[r * kTile + c] = static_cast<T>(kNegInf);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    T* const row = s + r * kTile;
+    const std::int64_t seen = p.mask.causal ? std::clamp<std::int64_t>(i0 + r + 1 - j0, 0, cols) : cols;
+    std::fill(row + seen, row + cols, static_cast<T>(kNegInf));
+    if (p.mask.data)
+      for (std::int64_t c = 0; c < seen; ++c)
+        if (p.mask.blocked(b, h, i0 + r, j0 + c)) row[c] = static_cast<T>(kNegInf);
+  }
 }
 
 // f[c] = the dropout factor of (query i, key j0 + c) for the cols keys of a tile row, as dropout() draws it.
