@@ -112,10 +112,10 @@ int main(int argc, char** argv) {
     fmt::print("attention  [{}, {}, {:4}, {}] causal: forward + backward {:7.1f} us, {:5.1f} GFLOP/s\n", B, H, T, Dh,
                t * 1e6, flops / t / 1e9);
   }
-  // Element-wise passes a training step makes, on a [16384, 512] activation: autocast's casts to bfloat16 and
-  // back, an add (a residual), a ReLU, a SiLU. Bytes: what each reads and writes.
-  {
-    const std::int64_t rows = 16384, cols = 512;
+  // Element-wise passes a training step makes, on the base model's [16384, 512] activation (beyond the caches) and on
+  // chapter 12's [2048, 688] (SwiGLU's hidden layer, within them): autocast's casts to bfloat16 and back, an add (a
+  // residual), a product (SwiGLU's gate), a ReLU, a SiLU. Bytes: what each reads and writes.
+  for (const auto& [rows, cols] : {std::pair<std::int64_t, std::int64_t>{16384, 512}, {2048, 688}}) {
     const double elems = static_cast<double>(rows * cols);
     const Tensor x = randn({rows, cols}, gen), y = randn({rows, cols}, gen);
     const Tensor xb = x.to(DType::bfloat16);
@@ -127,6 +127,7 @@ int main(int argc, char** argv) {
     rate("cast float32 -> bfloat16", 6, [&] { x.to(DType::bfloat16); });
     rate("cast bfloat16 -> float32", 6, [&] { xb.to(DType::float32); });
     rate("add", 12, [&] { x + y; });
+    rate("multiply", 12, [&] { x * y; });
     rate("relu", 8, [&] { relu(x); });
     rate("silu", 8, [&] { silu(x); });
   }
