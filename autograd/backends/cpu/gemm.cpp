@@ -351,10 +351,13 @@ void gemm(std::int64_t M, std::int64_t N, std::int64_t K, T alpha, MatrixView<co
           dot->run);
     }
   }
-  if (!kernel && N <= kSmallN && M * N * K <= kSmallWork) return small_gemm(M, N, K, alpha, a, b, beta, c);
   const GemmKernel<T>& kn = kernel ? *kernel : gemm_kernels<T>().back();
+  // The direct loop vectorises along a row of B: a small product with a transposed B (attention's q k^T) and a
+  // row-major A is read in place with B packed instead.
+  const bool small = N <= kSmallN && M * N * K <= kSmallWork;
+  if (!kernel && small && (b.col_stride == 1 || a.col_stride != 1)) return small_gemm(M, N, K, alpha, a, b, beta, c);
   if constexpr (std::is_same_v<T, TA>) {
-    if (!kernel && a.col_stride == 1 && in_place_pays<T>(M, N, K, threads, kn.mr, kn.nr))
+    if (!kernel && a.col_stride == 1 && (small || in_place_pays<T>(M, N, K, threads, kn.mr, kn.nr)))
       return gemm_rows_in_place<T, T>(
           M, N, K, alpha, beta, c, threads, kn.mr, kn.nr, 1, kn.kc,
           [&](std::int64_t k0, std::int64_t kc, std::int64_t j0, std::int64_t n, T* dst) {
