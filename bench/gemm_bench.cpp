@@ -33,6 +33,7 @@ namespace {
 struct Case {
   std::int64_t m, k, n;
   const char* what;
+  bool b_transposed = false;  // B held as [N, K] (a Linear's weight: x W^T), else [K, N]
 };
 
 template <class T>
@@ -124,10 +125,10 @@ struct OnednnBf16 {
   dnnl::stream stream{engine};
   std::unique_ptr<dnnl::matmul> prim;
   dnnl::memory a, b, c;
-  OnednnBf16(std::int64_t m, std::int64_t n, std::int64_t k, Bf16* pa, Bf16* pb, float* pc) {
+  OnednnBf16(std::int64_t m, std::int64_t n, std::int64_t k, Bf16* pa, Bf16* pb, float* pc, bool b_transposed) {
     using dt = dnnl::memory::data_type;
     using tag = dnnl::memory::format_tag;
-    const dnnl::memory::desc a_md({m, k}, dt::bf16, tag::ab), b_md({k, n}, dt::bf16, tag::ab),
+    const dnnl::memory::desc a_md({m, k}, dt::bf16, tag::ab), b_md({k, n}, dt::bf16, b_transposed ? tag::ba : tag::ab),
         c_md({m, n}, dt::f32, tag::ab);
     try {
       const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_md, c_md), engine);
@@ -145,11 +146,21 @@ struct OnednnBf16 {
 };
 
 int run_bf16(const std::string& json_path, bool quick) {
-  // The last three are chapter 12's language model (16 x 128 tokens, d_model 256 = K, SwiGLU 688, 2000 ids).
-  std::vector<Case> cases = {
-      {1024, 1024, 1024, "square"},       {1024, 512, 2048, "FFN up"},       {1024, 2048, 512, "FFN down"},
-      {512, 64, 512, "attention scores"}, {512, 512, 64, "attention x V"},   {2048, 2048, 2048, "square"},
-      {2048, 256, 688, "LM SwiGLU in"},   {2048, 688, 256, "LM SwiGLU out"}, {2048, 256, 2000, "LM head"}};
+  // Chapter 12's language model: 16 x 128 tokens, d_model 256 = K, SwiGLU 688, 2000 ids. "x W^T": B held as a
+  // Linear holds its weight, [N, K], as the models multiply it (the tied LM head too).
+  std::vector<Case> cases = {{1024, 1024, 1024, "square"},
+                             {1024, 512, 2048, "FFN up"},
+                             {1024, 2048, 512, "FFN down"},
+                             {512, 64, 512, "attention scores"},
+                             {512, 512, 64, "attention x V"},
+                             {2048, 2048, 2048, "square"},
+                             {2048, 256, 688, "LM SwiGLU in"},
+                             {2048, 688, 256, "LM SwiGLU out"},
+                             {2048, 256, 2000, "LM head"},
+                             {1024, 512, 2048, "FFN up x W^T", true},
+                             {2048, 256, 688, "LM SwiGLU in x W^T", true},
+                             {2048, 688, 256, "LM SwiGLU out x W^T", true},
+                             {2048, 256, 2000, "LM head x E^T", true}};
   if (quick) cases.resize(2);
   const dnnl_version_t* dnnl = dnnl_version();
   const char* dot = cpu::bf16_dot_kernel();
@@ -161,7 +172,7 @@ int run_bf16(const std::string& json_path, bool quick) {
                         "STEPFORMER_NO_BF16_DOT set)",
                         cpu::gemm_kernels<float>().back().name),
       dnnl->major, dnnl->minor, dnnl->patch);
-  fmt::print("{:>18} {:>16} {:>7} {:>10} {:>10} {:>10} {:>9} {:>9}\n", "shape MxKxN", "", "threads", "ours GF/s",
+  fmt::print("{:>18} {:>20} {:>7} {:>10} {:>10} {:>10} {:>9} {:>9}\n", "shape MxKxN", "", "threads", "ours GF/s",
              "oneDNN", "ours fp32", "x oneDNN", "x fp32");
   std::string json = "[";
   std::mt19937 rng(1);
@@ -171,18 +182,19 @@ int run_bf16(const std::string& json_path, bool quick) {
     std::vector<float> af(a.size()), bf(b.size()), ours(c.m * c.n), dnn(c.m * c.n), fp32(c.m * c.n);
     for (std::size_t i = 0; i < a.size(); ++i) a[i] = Bf16(u(rng)), af[i] = static_cast<float>(a[i]);
     for (std::size_t i = 0; i < b.size(); ++i) b[i] = Bf16(u(rng)), bf[i] = static_cast<float>(b[i]);
-    OnednnBf16 onednn(c.m, c.n, c.k, a.data(), b.data(), dnn.data());
+    OnednnBf16 onednn(c.m, c.n, c.k, a.data(), b.data(), dnn.data(), c.b_transposed);
+    const std::int64_t rs_b = c.b_transposed ? 1 : c.n, cs_b = c.b_transposed ? c.k : 1;
     const double flops = 2.0 * static_cast<double>(c.m) * static_cast<double>(c.n) * static_cast<double>(c.k);
     for (const int threads : {1, 2}) {
       const auto [t_ours, t_fp32, t_dnn] = bench::best_of_rotation(
           3, quick ? 0.6 : 3.0,
           [&] {
-            cpu::gemm<float, Bf16>(c.m, c.n, c.k, 1.f, {a.data(), c.k, 1}, {b.data(), c.n, 1}, 0.f,
+            cpu::gemm<float, Bf16>(c.m, c.n, c.k, 1.f, {a.data(), c.k, 1}, {b.data(), rs_b, cs_b}, 0.f,
                                    {ours.data(), c.n, 1}, threads);
           },
           [&] {
-            cpu::gemm<float>(c.m, c.n, c.k, 1.f, {af.data(), c.k, 1}, {bf.data(), c.n, 1}, 0.f, {fp32.data(), c.n, 1},
-                             threads);
+            cpu::gemm<float>(c.m, c.n, c.k, 1.f, {af.data(), c.k, 1}, {bf.data(), rs_b, cs_b}, 0.f,
+                             {fp32.data(), c.n, 1}, threads);
           },
           [&] {
             if (onednn.prim) onednn.run(threads);
@@ -194,7 +206,7 @@ int run_bf16(const std::string& json_path, bool quick) {
       }
       const std::string shape = fmt::format("{}x{}x{}", c.m, c.k, c.n);
       const double gf_ours = flops / t_ours / 1e9, gf_fp32 = flops / t_fp32 / 1e9, gf_dnn = flops / t_dnn / 1e9;
-      fmt::print("{:>18} {:>16} {:>7} {:>10.1f} {:>10} {:>10.1f} {:>9} {:>8.2f}x{}\n", shape, c.what, threads, gf_ours,
+      fmt::print("{:>18} {:>20} {:>7} {:>10.1f} {:>10} {:>10.1f} {:>9} {:>8.2f}x{}\n", shape, c.what, threads, gf_ours,
                  onednn.prim ? fmt::format("{:.1f}", gf_dnn) : "-", gf_fp32,
                  onednn.prim ? fmt::format("{:.2f}x", t_dnn / t_ours) : "-", t_fp32 / t_ours,
                  worst > 1e-2 ? "  RESULTS DIFFER" : "");
