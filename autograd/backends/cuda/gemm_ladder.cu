@@ -3,7 +3,8 @@
 // CUDA matmul kernel"; CUTLASS's documentation). v1 and v2 live here; v3, register blocking, is the production
 // kernel of float32 and float64 (gemm.cu), v4, the tensor cores, that of bfloat16 operands
 // (gemm_tensor_cores.cu). Each is checked against the CPU in tests/cuda/test_cuda_backend.cpp; run one with
-// `build/cudasim-check/bin/cuda_tests "cuda: GEMM: every version of the ladder matches the CPU"`.
+// `build/cudasim-check/bin/cuda_tests "cuda: GEMM: every version of the ladder matches the CPU"`; what each buys,
+// counted: `build/cudasim-check/bin/ladder_bench`.
 // The batch walk and the store of c are gemm_problem.cuh's, shared by every version.
 #include <algorithm>
 #include <string>

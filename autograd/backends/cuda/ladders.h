@@ -2,9 +2,10 @@
 // Kernel ladders, in the manner of llm.c's dev/cuda: for the GEMM, softmax, a row reduction and the transpose, the
 // versions one writes on the way to the production kernel, each a kernel that is tested against the CPU
 // (tests/cuda/test_cuda_backend.cpp) and whose comment says what it fixes over the version before. What each
-// fix buys is measured by cuda-sim's profiler (sectors per request, bank conflicts, barriers):
-// `build/cudasim-check/bin/cudasim_bench` prints the table of docs/09_cuda.md, "Kernel ladders", and
-// tests/cuda/test_kernel_exercises.cpp holds every version to the counts its comment claims.
+// fix buys is measured by cuda-sim's profiler (sectors per request, bank conflicts, barriers) on one table of
+// problems, tests/cuda/ladder_problems.h: tests/cuda/test_ladders.cpp holds every version to the counts its comment
+// claims, and `build/cudasim-check/bin/ladder_bench` prints the tables of docs/09_cuda.md, "Kernel ladders" (on a
+// GPU, `ladder_bench --device cuda` times every version instead).
 // One convention for every family: the versions below the top live in `<family>_ladder.cu` (gemm_ladder.cu,
 // softmax_ladder.cu, row_sum_ladder.cu, transpose_ladder.cu), each under a header saying what it fixes; the top
 // rung is the production kernel, in its own file (gemm.cu's v3 for float32 and float64 and gemm_tensor_cores.cu's

@@ -2,7 +2,7 @@
 // "Optimizing Parallel Reduction in CUDA" (NVIDIA, 2007), whose steps these follow, and the warp shuffles
 // that came after it. Sums accumulate in T (float or double), as a GPU kernel would.
 // Each version against the CPU: `build/cudasim-check/bin/cuda_tests "cuda: every version of the softmax, row-sum
-// and transpose ladders matches the CPU"`; what each fix buys, counted: `build/cudasim-check/bin/cudasim_bench`.
+// and transpose ladders matches the CPU"`; what each fix buys, counted: `build/cudasim-check/bin/ladder_bench`.
 #include <string>
 
 #include "cuda_backend.h"

@@ -1,6 +1,6 @@
 // The softmax ladder (ladders.h): three ways to map softmax over rows of C elements onto threads.
 // Each version against the CPU: `build/cudasim-check/bin/cuda_tests "cuda: every version of the softmax, row-sum
-// and transpose ladders matches the CPU"`; what each fix buys, counted: `build/cudasim-check/bin/cudasim_bench`.
+// and transpose ladders matches the CPU"`; what each fix buys, counted: `build/cudasim-check/bin/ladder_bench`.
 #include <string>
 
 #include "cuda_backend.h"

@@ -2,7 +2,7 @@
 // (element (r, c) at r + c * ld), as contiguous() of a transposed matrix asks. After Mark Harris, "An Efficient
 // Matrix Transpose in CUDA C/C++" (NVIDIA, 2013).
 // Each version against the CPU: `build/cudasim-check/bin/cuda_tests "cuda: every version of the softmax, row-sum
-// and transpose ladders matches the CPU"`; what each fix buys, counted: `build/cudasim-check/bin/cudasim_bench`.
+// and transpose ladders matches the CPU"`; what each fix buys, counted: `build/cudasim-check/bin/ladder_bench`.
 #include <string>
 
 #include "cuda_backend.h"
