@@ -355,7 +355,8 @@ void gemm(std::int64_t M, std::int64_t N, std::int64_t K, T alpha, MatrixView<co
   // The direct loop vectorises along a row of B: a small product with a transposed B (attention's q k^T) and a
   // row-major A is read in place with B packed instead.
   const bool small = N <= kSmallN && M * N * K <= kSmallWork;
-  if (!kernel && small && (b.col_stride == 1 || a.col_stride != 1)) return small_gemm(M, N, K, alpha, a, b, beta, c);
+  const bool direct = b.col_stride == 1 || a.col_stride != 1 || !std::is_same_v<T, TA>;
+  if (!kernel && small && direct) return small_gemm(M, N, K, alpha, a, b, beta, c);
   if constexpr (std::is_same_v<T, TA>) {
     if (!kernel && a.col_stride == 1 && (small || in_place_pays<T>(M, N, K, threads, kn.mr, kn.nr)))
       return gemm_rows_in_place<T, T>(
