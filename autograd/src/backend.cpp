@@ -8,8 +8,10 @@
 
 namespace stepformer {
 
-Backend& cpu_backend();       // backends/cpu: always built
-Backend& cuda_sim_backend();  // backends/cuda compiled against autograd/cudasim: always built
+Backend& cpu_backend();  // backends/cpu: always built
+#if defined(STEPFORMER_WITH_CUDASIM)
+Backend& cuda_sim_backend();  // backends/cuda compiled against autograd/cudasim: built but for WebAssembly
+#endif
 #if defined(STEPFORMER_WITH_CUDA)
 Backend& cuda_backend();  // backends/cuda compiled by nvcc; throws DeviceError when no GPU is present
 #endif
@@ -18,7 +20,12 @@ Backend& reference_backend();  // backends/reference: always built
 Backend& backend_for(Device device) {
   if (device.index == 0) switch (device.type) {
       case DeviceType::cpu: return cpu_backend();
-      case DeviceType::cuda_sim: return cuda_sim_backend();
+      case DeviceType::cuda_sim:
+#if defined(STEPFORMER_WITH_CUDASIM)
+        return cuda_sim_backend();
+#else
+        break;
+#endif
       case DeviceType::reference: return reference_backend();
       case DeviceType::cuda:
 #if defined(STEPFORMER_WITH_CUDA)

@@ -60,11 +60,20 @@ std::string duration(double seconds) {
 
 void progress(std::int64_t step, std::int64_t total, double loss, double tokens_per_s, double flops_per_s,
               double elapsed, const std::string& extra) {
+#if defined(__EMSCRIPTEN__)  // a book page shows what the demo prints as lines (tools/book/book.js)
+  constexpr bool tty = false;
+#else
   static const bool tty = isatty(STDOUT_FILENO);
+#endif
   const int filled = static_cast<int>(30.0 * static_cast<double>(step) / static_cast<double>(total));
   const double eta = elapsed / static_cast<double>(step) * static_cast<double>(total - step);
-  // The peak is the CPU's; on another device the line shows no MFU rather than a wrong one.
+  // The peak is the CPU's; on another device the line shows no MFU rather than a wrong one. Nor in a book page
+  // (WebAssembly), where the peak measured would be the portable micro-kernel's, not the CPU's.
+#if defined(__EMSCRIPTEN__)
+  constexpr double peak = 0;
+#else
   static const double peak = default_device() == kCPU ? cpu::peak_flops(0) : 0;
+#endif
   const std::string mfu = peak > 0 ? fmt::format("  MFU {:4.1f}%", 100 * flops_per_s / peak) : "";
   fmt::print("{}[{}{}] step {:5d}/{}  loss {:.3f}  {:6.0f} tok/s{}  ETA {:>6}{}{}", tty ? "\r" : "",
              std::string(filled, '#'), std::string(30 - filled, '.'), step, total, loss, tokens_per_s, mfu,

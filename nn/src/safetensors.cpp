@@ -164,8 +164,9 @@ Safetensors parse_safetensors(std::span<const std::byte> bytes, std::string_view
   if (n > kMaxHeader) fail(source, fmt::format("header length {} exceeds the format's limit of {}", n, kMaxHeader));
   if (n > bytes.size() - 8)
     fail(source, fmt::format("header length {} points past the end of the file ({} bytes)", n, bytes.size()));
-  const json header = parse_header({reinterpret_cast<const char*>(bytes.data() + 8), n}, source);
-  const std::span<const std::byte> data = bytes.subspan(8 + n);
+  const auto header_bytes = static_cast<std::size_t>(n);  // below kMaxHeader: fits a 32-bit size_t (wasm32)
+  const json header = parse_header({reinterpret_cast<const char*>(bytes.data() + 8), header_bytes}, source);
+  const std::span<const std::byte> data = bytes.subspan(8 + header_bytes);
 
   Safetensors result;
   std::vector<Entry> entries;

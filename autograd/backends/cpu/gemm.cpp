@@ -60,11 +60,12 @@ GemmKernel<T> blocked(const gemm_detail::MicroKernel<T>& k, std::int64_t mc, std
 
 template <class T>
 std::vector<GemmKernel<T>> detect() {
-  constexpr bool f32 = std::is_same_v<T, float>;
   std::vector<GemmKernel<T>> out;
   out.push_back(blocked<T>({"portable", 4, 8, &gemm_detail::micro_kernel<Portable<T>, 4, 8>,
                             &gemm_detail::micro_kernel_rows<Portable<T>, 4, 8>},
                            128, 256, 4096));
+#if defined(__x86_64__)  // elsewhere (WebAssembly) the portable kernel alone
+  constexpr bool f32 = std::is_same_v<T, float>;
   __builtin_cpu_init();
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
     if constexpr (f32)
@@ -78,6 +79,7 @@ std::vector<GemmKernel<T>> detect() {
     else
       out.push_back(blocked(gemm_detail::avx512_f64(), 144, 256, 2048));
   }
+#endif
   return out;
 }
 
@@ -259,9 +261,13 @@ void blocked_gemm(std::int64_t M, std::int64_t N, std::int64_t K, T alpha, T bet
 const gemm_detail::MicroKernelBf16* bf16_dot() {
   static const std::optional<gemm_detail::MicroKernelBf16> kernel =
       []() -> std::optional<gemm_detail::MicroKernelBf16> {
+#if defined(__x86_64__)
     __builtin_cpu_init();
     if (!__builtin_cpu_supports("avx512bf16") || std::getenv("STEPFORMER_NO_BF16_DOT")) return std::nullopt;
     return gemm_detail::avx512_bf16();
+#else
+    return std::nullopt;
+#endif
   }();
   return kernel ? &*kernel : nullptr;
 }

@@ -38,8 +38,12 @@ double peak_flops(int threads) {
 }
 
 bool has_avx512_bf16() {
+#if defined(__x86_64__)
   __builtin_cpu_init();
   return __builtin_cpu_supports("avx512bf16");
+#else
+  return false;
+#endif
 }
 
 double bf16_peak_flops(int threads) { return (has_avx512_bf16() ? 2.0 : 1.0) * peak_flops(threads); }

@@ -10,7 +10,6 @@
 // exp(+inf) = inf, NaN stays NaN.
 // double keeps std::exp: the float64 gradient checks want libm's accuracy, and speed there is moot.
 #include <algorithm>
-#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <type_traits>
@@ -36,6 +35,10 @@ namespace stepformer::cpu {
 #define STEPFORMER_SIMD_CLONES
 #endif
 
+// 2^e for e in [-126, 127], from its exponent bits. The builtin is std::bit_cast's own (g++ 11, clang 9), which
+// the libc++ 13 of Debian's emscripten (the WebAssembly build) does not have yet.
+inline float power_of_two(std::int32_t e) { return __builtin_bit_cast(float, (e + 127) << 23); }
+
 inline float exp_approx(float x) {
   constexpr float kMax = 88.72283f, kMin = -87.33654f;  // exp overflows above, is subnormal below
   constexpr float kRound = 12582912.f;                  // 1.5 * 2^23: adding it rounds to an integer
@@ -52,7 +55,7 @@ inline float exp_approx(float x) {
   p = p * r + 1.f;
   // 2^n as two normal floats 2^h * 2^(n-h): n runs from -126 to 128, and 2^128 is not a float.
   const std::int32_t ni = static_cast<std::int32_t>(n), h = ni / 2;
-  float y = p * std::bit_cast<float>((h + 127) << 23) * std::bit_cast<float>((ni - h + 127) << 23);
+  float y = p * power_of_two(h) * power_of_two(ni - h);
   // Selects, not branches, so that the loop vectorises.
   y = x < kMin ? 0.f : y;
   y = x > kMax ? INFINITY : y;
