@@ -1,4 +1,5 @@
-// The book's one script: typeset the math (KaTeX), and on search.html run the query (lunr).
+// The book's one script: typeset the math (KaTeX), on search.html run the query (lunr), and run a chapter's
+// demo in its page (the Run panels of tools/book/run_panels.py).
 "use strict";
 
 function typesetMath() {
@@ -50,6 +51,129 @@ function runSearch() {
   }
 }
 
+// The form's text as arguments: words split at spaces, "..." or '...' kept whole.
+function splitArguments(text) {
+  const out = [];
+  for (const m of text.matchAll(/"([^"]*)"|'([^']*)'|(\S+)/g)) out.push(m[1] ?? m[2] ?? m[3]);
+  return out;
+}
+
+// What a demo's worker runs: a fresh instance of the program (main runs once per instance), main called with the
+// arguments, each printed line posted as it is printed, then the exit code and the SVG files written to `out`.
+const WORKER_MAIN = `
+onmessage = event => {
+  const post = line => postMessage({line: line});
+  const loading = performance.now();
+  Module({print: post, printErr: post}).then(instance => {
+    const started = performance.now();
+    let code;
+    try { code = instance.callMain(event.data.args); } catch (e) { post(String(e)); code = -1; }
+    const seconds = (performance.now() - started) / 1000;
+    const figures = [];
+    try {
+      for (const name of instance.FS.readdir(event.data.out).filter(n => n.endsWith(".svg")).sort())
+        figures.push({name: name, svg: instance.FS.readFile(event.data.out + "/" + name, {encoding: "utf8"})});
+    } catch (e) {}
+    postMessage({done: true, code: code, seconds: seconds, startup: (started - loading) / 1000, figures: figures});
+  });
+};`;
+
+// Loads wasm/<demo>.js once (with MODULARIZE it defines `Module`, a factory of instances) and makes the script of
+// its worker from the factory's own text: a page opened from disk may start a worker from a blob, not from a file.
+// The factory's closure held one variable, _scriptDir, which a single-file program does not use.
+const demoWorkers = {};
+function loadDemo(demo) {
+  if (demoWorkers[demo]) return demoWorkers[demo];
+  demoWorkers[demo] = new Promise((resolve, reject) => {
+    const script = document.createElement("script");
+    script.src = "wasm/" + demo + ".js";
+    script.onload = () => {
+      try {
+        const source = "var _scriptDir = undefined;\nvar Module = " + window.Module.toString() + ";\n" + WORKER_MAIN;
+        window.Module = undefined;  // a `var` of the script: it cannot be deleted
+        resolve(URL.createObjectURL(new Blob([source], {type: "text/javascript"})));
+      } catch (e) {
+        reject(e);
+      }
+    };
+    script.onerror = () => reject(new Error("cannot load " + script.src));
+    document.head.appendChild(script);
+  });
+  return demoWorkers[demo];
+}
+
+function showFigures(list, dir, figures) {
+  for (const {name, svg} of list) {
+    const figure = document.createElement("figure");
+    const img = document.createElement("img");
+    img.src = URL.createObjectURL(new Blob([svg], {type: "image/svg+xml"}));
+    img.alt = name;
+    const caption = document.createElement("figcaption");
+    caption.textContent = dir + "/" + name;
+    figure.append(img, caption);
+    figures.appendChild(figure);
+  }
+}
+
+// One run, in a worker so that the page stays live and each line shows as it is printed; the button stops it.
+// data-status (running, done, failed, stopped) and data-exit say how it ended, for the reader and for the test.
+async function runDemo(section) {
+  const demo = section.dataset.demo;
+  const output = section.querySelector(".run-output");
+  const status = section.querySelector(".run-status");
+  const figures = section.querySelector(".run-figures");
+  const button = section.querySelector("button");
+  const args = splitArguments(section.querySelector("input[name=args]").value);
+  const i = args.indexOf("--out");
+  const out = i >= 0 && i + 1 < args.length ? args[i + 1] : "stepformer-out";
+  output.textContent = "";
+  figures.replaceChildren();
+  section.dataset.status = "running";
+  status.textContent = "loading\u2026";
+  const loading = performance.now();
+  let url;
+  try {
+    url = await loadDemo(demo);
+  } catch (e) {
+    output.textContent = String(e) + "\n";
+    section.dataset.status = "failed";
+    status.textContent = "failed";
+    return;
+  }
+  const loaded = (performance.now() - loading) / 1000;
+  const worker = new Worker(url);
+  const finish = (state, text) => {
+    worker.terminate();
+    section.dataset.status = state;
+    status.textContent = text;
+    button.textContent = "Run in this page";
+    section.stop = null;
+  };
+  section.stop = () => finish("stopped", "stopped");
+  button.textContent = "Stop";
+  status.textContent = "running\u2026";
+  worker.onmessage = event => {
+    const m = event.data;
+    if (!m.done) { output.append(m.line + "\n"); return; }
+    showFigures(m.figures, out, figures);
+    section.dataset.exit = String(m.code);
+    finish(m.code === 0 ? "done" : "failed", (m.code === 0 ? "done" : "exit " + m.code) + " in " +
+           m.seconds.toFixed(1) + " s (loaded in " + (loaded + m.startup).toFixed(1) + " s)");
+  };
+  worker.onerror = event => { output.append(String(event.message) + "\n"); finish("failed", "failed"); };
+  worker.postMessage({args: args, out: out});
+}
+
+function setUpRunPanels() {
+  for (const section of document.querySelectorAll("section.run-demo")) {
+    section.querySelector("form").addEventListener("submit", event => {
+      event.preventDefault();
+      if (section.stop) section.stop();
+      else if (section.dataset.status !== "running") runDemo(section);  // not while it loads
+    });
+  }
+}
+
 // On a narrow window the chapter list and the page's contents sit above the text: fold them, one click opens.
 function foldListsWhenNarrow() {
   if (window.innerWidth > 1100) return;
@@ -60,5 +184,6 @@ document.addEventListener("DOMContentLoaded", () => {
   foldListsWhenNarrow();
   typesetMath();
   if (document.getElementById("search-results")) runSearch();
+  setUpRunPanels();
   document.body.dataset.ready = "1";
 });

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Build the book: README.md and docs/*.md as static HTML, each chapter beside its annotated source.
 
-    tools/book/build_book.py [--readme FILE] [--docs DIR] [--out DIR]
+    tools/book/build_book.py [--readme FILE] [--docs DIR] [--out DIR] [--wasm build/wasm/bin]
 
 The tools, all Debian packages, and why:
 - cmark-gfm renders the Markdown. It is GitHub's own parser, and the docs are written for GitHub (lists
@@ -17,6 +17,7 @@ Annotated source (the docco/pycco layout): each source file a doc links to becom
 as prose beside the code they precede. A doc's `name` or `name()` in code font links to the definition of
 that name (in the chapter's own files first, else where it is the only definition), and each definition
 lists the doc sections that explain it.
+With --wasm, the chapters whose demos run in a browser get a Run panel (tools/book/run_panels.py).
 """
 import argparse
 import html
@@ -32,6 +33,8 @@ from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import CppLexer, get_lexer_for_filename
 from pygments.util import ClassNotFound
+
+import run_panels
 
 ROOT = Path(__file__).resolve().parents[2]
 LIBRARY_DIRS = ("autograd", "nn", "transformer", "distributed", "files", "demos")
@@ -205,8 +208,8 @@ def lexer_for(path):
 
 
 class Book:
-    def __init__(self, readme, docs, out):
-        self.docs, self.out = docs, out
+    def __init__(self, readme, docs, out, wasm_bin=None):
+        self.docs, self.out, self.wasm_bin = docs, out, wasm_bin
         self.pages = [(readme, "index.html")] + [(p, p.stem + ".html") for p in sorted(docs.glob("*.md"))]
         self.sources = {}      # repo-relative path -> list of lines
         self.defs = {}         # name -> [(repo path, line)]
@@ -375,9 +378,15 @@ class Book:
         self.titles = {name: (re.search(r"^# (.+)$", texts[md], re.M) or [None, md.stem])[1] for md, name in self.pages}
         self.titles["index.html"] = "stepformer"
         search, rendered = [], {}
+        demos = run_panels.copy_programs(self.wasm_bin, self.out) if self.wasm_bin else set()
         for md, name in self.pages:
-            protected, formulas = protect_math(texts[md])
+            text, demo_args = texts[md], None
+            if md.stem in demos:
+                text, demo_args = run_panels.add_placeholder(text, md.stem)
+            protected, formulas = protect_math(text)
             body = restore_math(highlight_blocks(cmark(protected)), formulas)
+            if demo_args is not None:
+                body = run_panels.fill(body, md.stem, demo_args)
             body, outline = add_heading_ids(body)
             body = self.rewrite_links(body, md, 0)
             body = self.link_names(body, name, outline, 0)
@@ -472,8 +481,10 @@ def main():
     parser.add_argument("--readme", type=Path, default=ROOT / "README.md", help="the front page (default: README.md)")
     parser.add_argument("--docs", type=Path, default=ROOT / "docs", help="the Markdown pages (default: docs/)")
     parser.add_argument("--out", type=Path, default=ROOT / "build" / "book", help="where the book goes")
+    parser.add_argument("--wasm", type=Path, help="the WebAssembly demos (build/wasm/bin): Run panels in the pages")
     args = parser.parse_args()
-    print(Book(args.readme.resolve(), args.docs.resolve(), args.out.resolve()).build())
+    wasm = args.wasm.resolve() if args.wasm else None
+    print(Book(args.readme.resolve(), args.docs.resolve(), args.out.resolve(), wasm).build())
 
 
 if __name__ == "__main__":
