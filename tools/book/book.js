@@ -164,8 +164,38 @@ async function runDemo(section) {
   worker.postMessage({args: args, out: out});
 }
 
+// The options form and the arguments field say the same: editing the form rewrites the field (each option whose
+// value is not its default, then the task), and editing the field sets the form.
+function argumentsFromForm(section) {
+  const words = [];
+  for (const control of section.querySelectorAll("[data-option]")) {
+    const name = control.dataset.option;
+    if ("flag" in control.dataset) { if (control.checked) words.push(name); continue; }
+    const value = control.value.trim();
+    if (value !== "" && value !== control.dataset.default) words.push(name, /\s/.test(value) ? '"' + value + '"' : value);
+  }
+  const task = section.querySelector("[data-subcommand]");
+  if (task && task.value) words.push(task.value);
+  section.querySelector("input[name=args]").value = words.join(" ");
+}
+
+function formFromArguments(section) {
+  const words = splitArguments(section.querySelector("input[name=args]").value);
+  const task = section.querySelector("[data-subcommand]");
+  if (task) task.value = words.find(w => [...task.options].some(o => o.value === w && w)) || "";
+  for (const control of section.querySelectorAll("[data-option]")) {
+    const at = words.indexOf(control.dataset.option);
+    if ("flag" in control.dataset) control.checked = at >= 0;
+    else control.value = at >= 0 && at + 1 < words.length ? words[at + 1] : control.dataset.default;
+  }
+}
+
 function setUpRunPanels() {
   for (const section of document.querySelectorAll("section.run-demo")) {
+    formFromArguments(section);
+    for (const control of section.querySelectorAll("[data-option], [data-subcommand]"))
+      control.addEventListener("change", () => argumentsFromForm(section));
+    section.querySelector("input[name=args]").addEventListener("change", () => formFromArguments(section));
     section.querySelector("form").addEventListener("submit", event => {
       event.preventDefault();
       if (section.stop) section.stop();

@@ -386,7 +386,7 @@ class Book:
             protected, formulas = protect_math(text)
             body = restore_math(highlight_blocks(cmark(protected)), formulas)
             if demo_args is not None:
-                body = run_panels.fill(body, md.stem, demo_args)
+                body = run_panels.fill(body, md.stem, demo_args, self.wasm_bin)
             body, outline = add_heading_ids(body)
             body = self.rewrite_links(body, md, 0)
             body = self.link_names(body, name, outline, 0)

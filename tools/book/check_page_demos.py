@@ -13,6 +13,7 @@ that plants it expects failure).
 """
 import argparse
 import re
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -129,10 +130,18 @@ def run_native(binary, args):
     return done.returncode, done.stdout + done.stderr
 
 
-def run_in_page(driver, page):
+# Runs set through the options form (the demo's --help as a form) rather than the arguments field: the form must
+# write the arguments the native demo is then run with.
+FORM_RUNS = {"02_attention": ("--heads", "2"), "07_transformer": ("--steps", "40")}
+
+
+def run_in_page(driver, page, form=None):
     driver.get(page.as_uri())
     WebDriverWait(driver, 20).until(lambda d: d.execute_script("return document.body.dataset.ready === '1'"))
     section = driver.find_element(By.CSS_SELECTOR, "section.run-demo")
+    if form:
+        driver.execute_script("const c = arguments[0].querySelector(`[data-option='${arguments[1]}']`);"
+                              "c.value = arguments[2]; c.dispatchEvent(new Event('change'));", section, *form)
     args = section.find_element(By.CSS_SELECTOR, "input[name=args]").get_attribute("value")
     section.find_element(By.CSS_SELECTOR, "button").click()
     printed = "return arguments[0].querySelector('.run-output').textContent"
@@ -144,8 +153,10 @@ def run_in_page(driver, page):
         streamed |= section.get_attribute("data-status") == "running" and bool(driver.execute_script(printed, section))
         time.sleep(0.2)
     output = driver.execute_script(printed, section)
-    figures = driver.execute_script("return [...arguments[0].querySelectorAll('.run-figures img')]"
-                                    ".filter(i => i.complete && i.naturalWidth > 0).length", section)
+    # every picture the run wrote, decoded (given 10 s: the blobs decode after the run ends); -1 if one is not
+    count = ("const all = [...arguments[0].querySelectorAll('.run-figures img')];"
+             "return all.every(i => i.complete) ? [all.every(i => i.naturalWidth > 0) ? all.length : -1] : null")
+    figures = WebDriverWait(driver, 10).until(lambda d: d.execute_script(count, section))[0]
     timing = section.find_element(By.CSS_SELECTOR, ".run-status").text
     return args, section.get_attribute("data-status"), output, figures, timing, streamed
 
@@ -165,15 +176,20 @@ def main():
     if not pages:
         print(f"check_page_demos: no page of {args.book} has a Run panel (build_book.py --wasm build/wasm/bin)")
         return 2
+    runs = [(p, None) for p in pages] + [(p, FORM_RUNS[p.stem]) for p in pages if p.stem in FORM_RUNS]
     problems, driver = [], browser()
     try:
-        for page in pages:
+        for page, form in runs:
             demo = page.stem
-            form_args, status, output, figures, timing, streamed = run_in_page(driver, page)
+            form_args, status, output, figures, timing, streamed = run_in_page(driver, page, form)
+            if figures == -1:
+                problems.append(f"{demo}: a picture the run wrote does not show")
+            if form and " ".join(form) not in form_args:
+                problems.append(f"{demo}: the form set {' '.join(form)}, the arguments read '{form_args}'")
             seconds = float(re.search(r"in ([\d.]+) s", timing).group(1)) if "in " in timing else 0
             if seconds >= 2 and not streamed:
                 problems.append(f"{demo}: ran {seconds} s and showed nothing before it ended: the output must stream")
-            code, native = run_native(args.bin / demo, form_args.split())
+            code, native = run_native(args.bin / demo, shlex.split(form_args))
             if args.plant == demo:
                 numbers = list(NUMBER.finditer(native))  # the last number printed: a result, not a heading
                 last = numbers[-1]
@@ -188,7 +204,7 @@ def main():
         driver.quit()
     for p in problems:
         print(p)
-    print(f"{len(pages)} demos run in their pages: {len(problems)} problems")
+    print(f"{len(runs)} runs of {len(pages)} demos in their pages: {len(problems)} problems")
     return 1 if problems else 0
 
 

@@ -9,6 +9,7 @@ prints what the native demo prints.
 import html
 import re
 import shutil
+import subprocess
 
 # The demos that run in a page: every chapter up to 08 (07's toy task) and 11. Chapter 09 needs cuda-sim and 10
 # MPI, neither of which is in the WebAssembly build; 12 trains on a corpus the book does not ship yet.
@@ -43,16 +44,78 @@ def add_placeholder(markdown, demo):
     return "\n".join(lines[:after] + ["", PLACEHOLDER, ""] + lines[after:]), args
 
 
-def panel(demo, args):
+# A line of CLI11's --help: "  --steps INT=0   training steps", "  --precision TEXT:{fp32,bf16}=fp32",
+# "  --heads INT:INT in [1 - 64]=4", "  --threads INT:INT in [1 - 1024]=all cores", a flag "  --detect-anomaly
+# check ...", or a subcommand "  toy   seed 000's three pairs". A description too long for its column continues on
+# the next line, indented; one that fits is two or more spaces after the option.
+HELP_LINE = re.compile(r"^  (?:-\w,)?(--[\w-]+)(?: (\w+)(?::(?:\{([^}]*)\}|[^=]*?))?(?:=(.*?))?)?(?:\s{2,}(.*))?$")
+SUBCOMMAND_LINE = re.compile(r"^  (\w+)\s{2,}(.*)$")
+CONTINUED = re.compile(r"^\s{20,}(\S.*)$")
+# The demo's --help, run under node (emscripten's dependency); with the wasm inside the .js nothing is fetched.
+NODE_HELP = "require(process.argv[1])({print: console.log, printErr: console.log}).then(m => m.callMain(['--help']))"
+
+
+def demo_help(program):
+    done = subprocess.run(["node", "-e", NODE_HELP, str(program)], capture_output=True, text=True, timeout=120)
+    if done.returncode != 0:
+        raise SystemExit(f"build_book: {program} --help failed under node: {done.stderr.strip()}")
+    return done.stdout
+
+
+def parse_help(text):
+    """The options (name, type or None for a flag, choices, default, description) and the subcommands."""
+    options, subcommands, section = [], [], None
+    for line in text.split("\n"):
+        if line.endswith(":") and not line.startswith(" "):
+            section = line[:-1]
+            continue
+        more = CONTINUED.match(line)
+        if more and (options or subcommands):
+            last = options[-1] if section == "Options" else subcommands[-1]
+            last["help"] = (last["help"] + " " + more.group(1)).strip()
+            continue
+        m = HELP_LINE.match(line) if section == "Options" else None
+        if m and m.group(1) != "--help":
+            options.append({"name": m.group(1), "type": m.group(2), "choices": (m.group(3) or "").split(",")
+                            if m.group(3) else [], "default": m.group(4) or "", "help": m.group(5) or ""})
+        m = SUBCOMMAND_LINE.match(line) if section == "Subcommands" else None
+        if m:
+            subcommands.append({"name": m.group(1), "help": m.group(2)})
+    return options, subcommands
+
+
+def options_form(options, subcommands):
+    """The --help as a form: book.js writes the arguments from it (each value that is not the default)."""
+    rows = []
+    if subcommands:
+        choices = '<option value="">(none)</option>' + "".join(
+            f'<option value="{c["name"]}">{c["name"]}: {html.escape(c["help"])}</option>' for c in subcommands)
+        rows.append(f'<tr><td>task</td><td><select data-subcommand>{choices}</select></td><td></td></tr>')
+    for o in options:
+        name, default = html.escape(o["name"]), html.escape(o["default"])
+        if o["type"] is None:
+            control = f'<input type="checkbox" data-option="{name}" data-flag>'
+        elif o["choices"]:
+            control = f'<select data-option="{name}" data-default="{default}">' + "".join(
+                f'<option>{html.escape(c)}</option>' for c in o["choices"]) + "</select>"
+        else:
+            control = f'<input data-option="{name}" data-default="{default}" placeholder="{default}">'
+        rows.append(f'<tr><td><code>{name}</code></td><td>{control}</td><td>{html.escape(o["help"])}</td></tr>')
+    return (f'<details class="run-options"><summary>Options (the demo\'s --help as a form)</summary>'
+            f'<table>{"".join(rows)}</table></details>')
+
+
+def panel(demo, args, form):
     return (f'<section class="run-demo" data-demo="{demo}" data-status="idle">'
             f'<form><label><span class="prompt">bin/{demo}</span> <input name="args" value="{html.escape(args)}" '
-            f'aria-label="arguments" placeholder="no arguments: the defaults (--help lists the options)"></label> <button type="submit">Run in this page</button> '
-            f'<span class="run-status"></span></form>'
+            f'aria-label="arguments" placeholder="no arguments: the defaults"></label> '
+            f'<button type="submit">Run in this page</button> <span class="run-status"></span>{form}</form>'
             f'<pre class="run-output" aria-live="polite"></pre><div class="run-figures"></div></section>')
 
 
-def fill(page_html, demo, args):
-    return page_html.replace(f"<p>{PLACEHOLDER}</p>", panel(demo, args))
+def fill(page_html, demo, args, wasm_bin):
+    form = options_form(*parse_help(demo_help(wasm_bin / f"{demo}.js")))
+    return page_html.replace(f"<p>{PLACEHOLDER}</p>", panel(demo, args, form))
 
 
 def copy_programs(wasm_bin, out):
