@@ -105,6 +105,7 @@ function loadDemo(demo) {
 function showFigures(list, dir, figures) {
   for (const {name, svg} of list) {
     const figure = document.createElement("figure");
+    figure.dataset.file = dir + "/" + name;
     const img = document.createElement("img");
     img.src = URL.createObjectURL(new Blob([svg], {type: "image/svg+xml"}));
     img.alt = name;
@@ -115,9 +116,38 @@ function showFigures(list, dir, figures) {
   }
 }
 
+// Step: the next stage of a finished run, a stage being what the demo printed from one "== heading" to the next
+// (what comes before the first heading goes with it), and the pictures it says it wrote ("wrote DIR/NAME.svg").
+function showNextStage(section) {
+  const stages = section.stages;
+  const shown = Number(section.dataset.shown) + 1;
+  const text = stages.slice(0, shown).flat().join("\n") + "\n";
+  const output = section.querySelector(".run-output");
+  output.textContent = text;
+  output.scrollTop = output.scrollHeight;
+  for (const figure of section.querySelectorAll(".run-figures figure"))
+    figure.hidden = shown < stages.length && !text.includes(figure.dataset.file);
+  section.dataset.shown = String(shown);
+  const step = section.querySelector("button.step");
+  step.textContent = shown < stages.length ? "Next stage (" + (shown + 1) + " of " + stages.length + ")" : "Step";
+  if (shown >= stages.length) delete section.dataset.shown;  // the next click runs it again
+}
+
+function stagesOf(text) {
+  const stages = [];
+  for (const line of text.replace(/\n$/, "").split("\n")) {
+    if (line.startsWith("== ") && stages.length && stages[stages.length - 1].some(l => l.startsWith("== ")))
+      stages.push([]);
+    if (!stages.length) stages.push([]);
+    stages[stages.length - 1].push(line);
+  }
+  return stages;
+}
+
 // One run, in a worker so that the page stays live and each line shows as it is printed; the button stops it.
 // data-status (running, done, failed, stopped) and data-exit say how it ended, for the reader and for the test.
-async function runDemo(section) {
+// stepping: the output stays hidden until the run ends, then shows its first stage (showNextStage).
+async function runDemo(section, stepping) {
   const demo = section.dataset.demo;
   const output = section.querySelector(".run-output");
   const status = section.querySelector(".run-status");
@@ -127,7 +157,9 @@ async function runDemo(section) {
   const i = args.indexOf("--out");
   const out = i >= 0 && i + 1 < args.length ? args[i + 1] : "stepformer-out";
   output.textContent = "";
+  output.hidden = stepping;
   figures.replaceChildren();
+  delete section.dataset.shown;
   section.dataset.status = "running";
   status.textContent = "loading\u2026";
   const loading = performance.now();
@@ -159,6 +191,13 @@ async function runDemo(section) {
     section.dataset.exit = String(m.code);
     finish(m.code === 0 ? "done" : "failed", (m.code === 0 ? "done" : "exit " + m.code) + " in " +
            m.seconds.toFixed(1) + " s (loaded in " + (loaded + m.startup).toFixed(1) + " s)");
+    if (stepping) {
+      section.stages = stagesOf(output.textContent);
+      section.dataset.stages = String(section.stages.length);
+      section.dataset.shown = "0";
+      output.hidden = false;
+      showNextStage(section);
+    }
   };
   worker.onerror = event => { output.append(String(event.message) + "\n"); finish("failed", "failed"); };
   worker.postMessage({args: args, out: out});
@@ -199,7 +238,12 @@ function setUpRunPanels() {
     section.querySelector("form").addEventListener("submit", event => {
       event.preventDefault();
       if (section.stop) section.stop();
-      else if (section.dataset.status !== "running") runDemo(section);  // not while it loads
+      else if (section.dataset.status !== "running") runDemo(section, false);  // not while it loads
+    });
+    section.querySelector("button.step").addEventListener("click", () => {
+      if (section.dataset.status === "running") return;
+      if (section.dataset.shown !== undefined) showNextStage(section);
+      else runDemo(section, true);
     });
   }
 }

@@ -8,6 +8,8 @@ The book is opened from disk (file://), as a reader without a server opens it. E
 arguments it shows; it must end with exit 0, print the same lines as the native demo, and its numbers must equal
 the native ones: exactly, or within the tolerance TOLERANCES states, where the page's kernels differ from the
 native ones (the portable GEMM micro-kernel and WASM SIMD in the page, AVX-512 natively: sums in another order).
+Step mode (STEP_RUNS) must show one stage per click with the pictures that stage wrote, and then the whole output;
+and the pages with panels must fit the window at 800, 1280 and 1920 px (check_book's layout check).
 --plant N changes one number of demo N's native output before comparing: the check must then fail (the CTest
 that plants it expects failure).
 """
@@ -20,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from check_book import NEEDS, browser
+from check_book import NEEDS, browser, layout
 
 try:
     from selenium.webdriver.common.by import By
@@ -133,6 +135,9 @@ def run_native(binary, args):
 # Runs set through the options form (the demo's --help as a form) rather than the arguments field: the form must
 # write the arguments the native demo is then run with.
 FORM_RUNS = {"02_attention": ("--heads", "2"), "07_transformer": ("--steps", "40")}
+# Demos stepped through one stage per click (with their default arguments): every stage in turn, then the output
+# of a whole run.
+STEP_RUNS = ("01_embedding", "02_attention")
 
 
 def run_in_page(driver, page, form=None):
@@ -159,6 +164,31 @@ def run_in_page(driver, page, form=None):
     figures = WebDriverWait(driver, 10).until(lambda d: d.execute_script(count, section))[0]
     timing = section.find_element(By.CSS_SELECTOR, ".run-status").text
     return args, section.get_attribute("data-status"), output, figures, timing, streamed
+
+
+def step_through(driver, page):
+    """Step mode: after the run, one stage (from one `== heading` to the next) per click, each with the pictures it
+    wrote; the problems, and the whole output once every stage is shown."""
+    driver.get(page.as_uri())
+    WebDriverWait(driver, 20).until(lambda d: d.execute_script("return document.body.dataset.ready === '1'"))
+    section = driver.find_element(By.CSS_SELECTOR, "section.run-demo")
+    step = section.find_element(By.CSS_SELECTOR, "button.step")
+    step.click()
+    WebDriverWait(driver, 300, poll_frequency=0.2).until(lambda d: section.get_attribute("data-stages"))
+    stages, problems = int(section.get_attribute("data-stages")), []
+    state = ("const s = arguments[0]; return [s.querySelector('.run-output').textContent,"
+             "[...s.querySelectorAll('.run-figures figure')].filter(f => !f.hidden).length]")
+    for shown in range(1, stages + 1):
+        text, figures = driver.execute_script(state, section)
+        headings = sum(line.startswith("== ") for line in text.split("\n"))
+        if headings != shown:
+            problems.append(f"{page.stem}: step {shown} of {stages} shows {headings} stages")
+        pictures = len(set(re.findall(r"wrote (\S+\.svg)", text)))
+        if shown < stages and figures != pictures:
+            problems.append(f"{page.stem}: step {shown} shows {figures} pictures, its text wrote {pictures}")
+        if shown < stages:
+            step.click()
+    return problems, text
 
 
 def main():
@@ -200,6 +230,14 @@ def main():
             problems += found
             print(f"{demo} {form_args!r}: {'same' if not found else f'{len(found)} differences'}; "
                   f"{figures} figures shown; {timing}")
+        # the panels fit the page: at 800, 1280 and 1920 px no page with one is wider than the window
+        problems += layout(driver, args.book.resolve().as_uri() + "/", [p.name for p in pages])
+        for page in [p for p in pages if p.stem in STEP_RUNS]:
+            found, text = step_through(driver, page)
+            code, native = run_native(args.bin / page.stem, [])
+            found += compare(page.stem, native, text)
+            problems += found
+            print(f"{page.stem} stepped through: {'as the run' if not found else f'{len(found)} problems'}")
     finally:
         driver.quit()
     for p in problems:

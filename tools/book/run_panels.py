@@ -3,7 +3,8 @@
 A chapter's page gets a panel right after the first shell block that runs its demo (`build/release/bin/NN_name
 ARGS`, `--help` lines skipped), with that block's arguments in the form. book.js loads the demo's one .js file
 (the wasm inside it: a page opened from disk may load a script but not fetch a file), runs main with the form's
-arguments, shows what it prints and the SVG pictures it writes. tools/book/check_page_demos.py proves the page
+arguments, shows what it prints and the SVG pictures it writes; or (Step) shows the run one stage per click, a
+stage being what the demo prints from one `== heading` to the next, with the pictures that stage wrote. tools/book/check_page_demos.py proves the page
 prints what the native demo prints.
 """
 import html
@@ -109,7 +110,8 @@ def panel(demo, args, form):
     return (f'<section class="run-demo" data-demo="{demo}" data-status="idle">'
             f'<form><label><span class="prompt">bin/{demo}</span> <input name="args" value="{html.escape(args)}" '
             f'aria-label="arguments" placeholder="no arguments: the defaults"></label> '
-            f'<button type="submit">Run in this page</button> <span class="run-status"></span>{form}</form>'
+            f'<button type="submit">Run in this page</button> <button type="button" class="step">Step</button> '
+            f'<span class="run-status"></span>{form}</form>'
             f'<pre class="run-output" aria-live="polite"></pre><div class="run-figures"></div></section>')
 
 
