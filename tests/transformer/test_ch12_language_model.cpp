@@ -1,5 +1,7 @@
 // Chapter 12: the decoder-only model, its KV cache, sampling, and the language-model data.
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 
 #include "../helpers.h"
 #include "transformer/lm_train.h"
@@ -158,6 +160,31 @@ TEST_CASE("verses, books held out, token streams and windows", "[ch12]") {
   REQUIRE(windows.size() == 2);
   CHECK(windows[1].inputs.to_vector<double>() == std::vector<double>{10, 11, 12, 13, 14});
   CHECK(bits_per_byte(std::log(2.0), 10, 5) == Catch::Approx(2.0));  // 1 bit per token, 2 tokens per byte
+}
+
+TEST_CASE("character tokens keep spaces and multi-byte letters; the stream counts bytes; text comes back whole",
+          "[ch12]") {
+  const LMTokens chars = LMTokens::characters();
+  const std::string verse = "Let there be light: Ælfric’s";
+  const auto pieces = chars.pieces(verse);
+  CHECK(pieces.size() == 28);  // 26 one-byte characters, Æ (2 bytes) and ’ (3 bytes) one piece each
+  CHECK((pieces[3] == " " && pieces[20] == "Æ" && pieces[26] == "’"));
+  CHECK(chars.text(pieces) == verse);
+  const Vocabulary vocab = chars.vocabulary({"ab a", "ba!"});  // the specials, then a b space ! in first appearance
+  CHECK((vocab.size() == 8 && vocab.token(4) == "a" && vocab.token(6) == " " && vocab.token(7) == "!"));
+  const TokenStream s = encode_stream(chars, vocab, {"ab a", "c"});  // c is not in the vocabulary
+  CHECK(s.ids == std::vector<std::int64_t>{4, 5, 6, 4, Vocabulary::kEos, Vocabulary::kUnk, Vocabulary::kEos});
+  CHECK(s.bytes == 7);  // each verse's bytes and its newline
+}
+
+TEST_CASE("read_kjv reads a file of some verses only when told it is a part", "[ch12]") {
+  const auto path = std::filesystem::temp_directory_path() / "stepformer_kjv_part.txt";
+  { std::ofstream(path) << "Ge1:1 In the beginning.\nRuth1:1 Now it came to pass.\n"; }
+  CHECK(read_kjv(path.string(), /*part=*/true).size() == 2);
+  CHECK_THROWS_WITH(read_kjv(path.string()), Catch::Matchers::ContainsSubstring("holds 2 verses, not 31102"));
+  { std::ofstream out(path); }
+  CHECK_THROWS_WITH(read_kjv(path.string(), true), Catch::Matchers::ContainsSubstring("not at least one"));
+  std::filesystem::remove(path);
 }
 
 TEST_CASE("the Llama-style model learns a repeated text (loss falls below 0.5 nats)", "[ch12]") {

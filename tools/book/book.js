@@ -58,13 +58,15 @@ function splitArguments(text) {
   return out;
 }
 
-// What a demo's worker runs: a fresh instance of the program (main runs once per instance), main called with the
-// arguments, each printed line posted as it is printed, then the exit code and the SVG files written to `out`.
+// What a demo's worker runs: a fresh instance of the program (main runs once per instance), the files the demo
+// reads written into its file system, main called with the arguments, each printed line posted as it is printed,
+// then the exit code and the SVG files written to `out`.
 const WORKER_MAIN = `
 onmessage = event => {
   const post = line => postMessage({line: line});
   const loading = performance.now();
   Module({print: post, printErr: post}).then(instance => {
+    for (const [name, text] of Object.entries(event.data.files)) instance.FS.writeFile(name, text);
     const started = performance.now();
     let code;
     try { code = instance.callMain(event.data.args); } catch (e) { post(String(e)); code = -1; }
@@ -81,6 +83,25 @@ onmessage = event => {
 // Loads wasm/<demo>.js once (with MODULARIZE it defines `Module`, a factory of instances) and makes the script of
 // its worker from the factory's own text: a page opened from disk may start a worker from a blob, not from a file.
 // The factory's closure held one variable, _scriptDir, which a single-file program does not use.
+function loadScript(src) {
+  return new Promise((resolve, reject) => {
+    const script = document.createElement("script");
+    script.src = src;
+    script.onload = resolve;
+    script.onerror = () => reject(new Error("cannot load " + src));
+    document.head.appendChild(script);
+  });
+}
+
+// The files a demo reads (run_panels.py's DEMO_FILES), from wasm/<demo>.files.js, which sets DEMO_FILES.
+const demoFiles = {};
+function loadFiles(section) {
+  const demo = section.dataset.files;
+  if (!demo) return Promise.resolve({});
+  if (!demoFiles[demo]) demoFiles[demo] = loadScript("wasm/" + demo + ".files.js").then(() => window.DEMO_FILES);
+  return demoFiles[demo];
+}
+
 const demoWorkers = {};
 function loadDemo(demo) {
   if (demoWorkers[demo]) return demoWorkers[demo];
@@ -163,9 +184,9 @@ async function runDemo(section, stepping) {
   section.dataset.status = "running";
   status.textContent = "loading\u2026";
   const loading = performance.now();
-  let url;
+  let url, files;
   try {
-    url = await loadDemo(demo);
+    [url, files] = await Promise.all([loadDemo(demo), loadFiles(section)]);
   } catch (e) {
     output.textContent = String(e) + "\n";
     section.dataset.status = "failed";
@@ -200,7 +221,7 @@ async function runDemo(section, stepping) {
     }
   };
   worker.onerror = event => { output.append(String(event.message) + "\n"); finish("failed", "failed"); };
-  worker.postMessage({args: args, out: out});
+  worker.postMessage({args: args, out: out, files: files});
 }
 
 // The options form and the arguments field say the same: editing the form rewrites the field (each option whose

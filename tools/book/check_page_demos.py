@@ -16,6 +16,7 @@ that plants it expects failure).
 import argparse
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -40,8 +41,10 @@ SAME_MEANING = [
     (re.compile(r"^\(wrote (\S+)\.dot; graphviz draws it outside the browser\)$"), r"figure \1"),
 ]
 
-# What the clock decides, in either build: speeds, MFU (the page shows none), the time left.
-CLOCK = re.compile(r"\s+[\d.]+ tok/s|\s+MFU\s+[\d.]+%|\s+ETA\s+\S+")
+# What the clock decides, in either build: speeds, MFU (the page shows none), the time left, a run's seconds
+# ("trained in 3s", "(0.1s)" after chapter 12's tokens), and chapter 12's cached decoding against the uncached loop.
+CLOCK = re.compile(r"\s+[\d.]+ tok/s|\s+MFU\s+[\d.]+%|\s+ETA\s+\S+|(?<=trained in )\d+s| \([\d.]+s\)$"
+                   r"| \([\d.]+x\)")
 
 # Where the page's numbers may differ from the native ones, and why: (line pattern, tolerance), the first pattern
 # a line matches setting its tolerance. A tolerance is relative (a float), LAST_DIGIT (one unit in the last printed
@@ -125,8 +128,12 @@ def compare(demo, native, page):
     return problems
 
 
-def run_native(binary, args):
+def run_native(binary, args, files_dir):
+    """The native demo in an empty folder holding the files its panel reads (wasm/<demo>/ of the book)."""
     with tempfile.TemporaryDirectory() as cwd:
+        if files_dir.is_dir():
+            for f in files_dir.iterdir():
+                shutil.copy(f, Path(cwd) / f.name)
         done = subprocess.run([str(binary)] + args, cwd=cwd, capture_output=True, text=True, timeout=600,
                               env={"PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1"})
     return done.returncode, done.stdout + done.stderr
@@ -219,7 +226,7 @@ def main():
             seconds = float(re.search(r"in ([\d.]+) s", timing).group(1)) if "in " in timing else 0
             if seconds >= 2 and not streamed:
                 problems.append(f"{demo}: ran {seconds} s and showed nothing before it ended: the output must stream")
-            code, native = run_native(args.bin / demo, shlex.split(form_args))
+            code, native = run_native(args.bin / demo, shlex.split(form_args), args.book / "wasm" / demo)
             if args.plant == demo:
                 numbers = list(NUMBER.finditer(native))  # the last number printed: a result, not a heading
                 last = numbers[-1]
@@ -234,7 +241,7 @@ def main():
         problems += layout(driver, args.book.resolve().as_uri() + "/", [p.name for p in pages])
         for page in [p for p in pages if p.stem in STEP_RUNS]:
             found, text = step_through(driver, page)
-            code, native = run_native(args.bin / page.stem, [])
+            code, native = run_native(args.bin / page.stem, [], args.book / "wasm" / page.stem)
             found += compare(page.stem, native, text)
             problems += found
             print(f"{page.stem} stepped through: {'as the run' if not found else f'{len(found)} problems'}")

@@ -8,21 +8,29 @@ stage being what the demo prints from one `== heading` to the next, with the pic
 prints what the native demo prints.
 """
 import html
+import json
 import re
 import shutil
 import subprocess
 
-# The demos that run in a page: every chapter up to 08 (07's toy task) and 11. Chapter 09 needs cuda-sim and 10
-# MPI, neither of which is in the WebAssembly build; 12 trains on a corpus the book does not ship yet.
+# The demos that run in a page: every chapter up to 08 (07's toy task), 11 and 12 (on characters of a part of the
+# Bible the book ships). Chapter 09 needs cuda-sim and 10 MPI, neither of which is in the WebAssembly build.
 BROWSER_DEMOS = ("00_autograd", "01_embedding", "02_attention", "03_add_norm", "04_feed_forward", "05_encoder",
-                 "06_decoder", "07_transformer", "08_training", "11_mixed_precision")
+                 "06_decoder", "07_transformer", "08_training", "11_mixed_precision", "12_modern_lm")
+# The files a demo's panel reads, made at build time by a command (the page has no `bible`): written next to the
+# demo's script and into its worker's file system before main runs.
+DEMO_FILES = {"12_modern_lm": {"kjv-part.txt": ["bible", "-f", "Gen1:1-Gen3:24", "Ruth1:1-Ruth1:22"]}}
+# A chapter whose panel runs another command than the first one it shows marks that line so.
+PANEL_MARK = "# the book's Run panel"
 PLACEHOLDER = "RUNPANELPLACEHOLDER"
 FENCE = re.compile(r"^\s*(```|~~~)")
 
 
 def demo_arguments(markdown, demo):
-    """The arguments of the first shell line that runs `demo` (not --help), and the line after its block."""
+    """The arguments of the shell line marked PANEL_MARK, else of the first one that runs `demo` (not --help); and
+    the line after its block."""
     line_re = re.compile(r"^\s*(?:\./)?build/release/bin/" + re.escape(demo) + r"(?=\s|$)([^#]*)")
+    marked = PANEL_MARK in markdown
     lines, in_fence, found = markdown.split("\n"), False, None
     for i, line in enumerate(lines):
         if FENCE.match(line):
@@ -31,7 +39,7 @@ def demo_arguments(markdown, demo):
             in_fence = not in_fence
             continue
         m = line_re.match(line) if in_fence and found is None else None
-        if m and m.group(1).strip() != "--help":
+        if m and m.group(1).strip() != "--help" and (not marked or line.rstrip().endswith(PANEL_MARK)):
             found = m.group(1).strip()
     return None, None
 
@@ -107,7 +115,8 @@ def options_form(options, subcommands):
 
 
 def panel(demo, args, form):
-    return (f'<section class="run-demo" data-demo="{demo}" data-status="idle">'
+    files = f' data-files="{demo}"' if demo in DEMO_FILES else ""
+    return (f'<section class="run-demo" data-demo="{demo}" data-status="idle"{files}>'
             f'<form><label><span class="prompt">bin/{demo}</span> <input name="args" value="{html.escape(args)}" '
             f'aria-label="arguments" placeholder="no arguments: the defaults"></label> '
             f'<button type="submit">Run in this page</button> <button type="button" class="step">Step</button> '
@@ -129,4 +138,24 @@ def copy_programs(wasm_bin, out):
         if not source.exists():
             raise SystemExit(f"build_book: {source} is missing (cmake --build --preset wasm builds it)")
         shutil.copy(source, out / "wasm" / source.name)
+    for demo, files in DEMO_FILES.items():
+        write_files(demo, files, out / "wasm")
     return set(BROWSER_DEMOS)
+
+
+def write_files(demo, files, wasm_dir):
+    """Each file as wasm/<demo>/<name> (check_page_demos gives them to the native demo) and all of them in
+    wasm/<demo>.files.js, which book.js loads as a script (a page opened from disk cannot fetch a file)."""
+    contents = {}
+    for name, command in files.items():
+        try:
+            done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+        except FileNotFoundError:
+            done = None
+        if done is None or done.returncode != 0 or not done.stdout:
+            raise SystemExit(f"build_book: `{' '.join(command)}` for {demo}'s {name} failed: install Debian's "
+                             f"bible-kjv (./run book --wasm does)")
+        (wasm_dir / demo).mkdir(exist_ok=True)
+        (wasm_dir / demo / name).write_text(done.stdout)
+        contents[name] = done.stdout
+    (wasm_dir / f"{demo}.files.js").write_text(f"var DEMO_FILES = {json.dumps(contents)};\n")

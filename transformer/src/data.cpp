@@ -68,12 +68,12 @@ std::vector<std::string> word_tokens(const std::string& text) {
   return out;
 }
 
-std::vector<std::string> char_tokens(const std::string& text) {
+std::vector<std::string> char_tokens(const std::string& text, bool keep_spaces) {
   std::vector<std::string> out;
   for (std::size_t i = 0; i < text.size();) {
     const auto c = static_cast<unsigned char>(text[i]);
     const std::size_t len = c < 0x80 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4;
-    if (!std::isspace(c)) out.push_back(text.substr(i, len));
+    if (keep_spaces || !std::isspace(c)) out.push_back(text.substr(i, len));
     i += len;
   }
   return out;

@@ -38,7 +38,8 @@ class Vocabulary {
 };
 
 std::vector<std::string> word_tokens(const std::string& text);  // split on whitespace
-std::vector<std::string> char_tokens(const std::string& text);  // one token per UTF-8 character, spaces dropped
+// One token per UTF-8 character; spaces dropped (the numerals' Chinese side), or kept (chapter 12's characters).
+std::vector<std::string> char_tokens(const std::string& text, bool keep_spaces = false);
 std::string join(const std::vector<std::string>& tokens, const std::string& sep = " ");
 
 struct Pair {
