@@ -260,9 +260,14 @@ def main():
         print(f"check_book: {args.book} holds no book (tools/book/build_book.py --out {args.book})")
         return 2
     problems, pages = check(args.book, [tuple(s.split("=", 1)) for s in args.search])
+    return report(problems, f"{pages} pages read in Chromium")
+
+
+def report(problems, summary):
+    """One line per problem, then the summary with their count; the exit status (1 when any)."""
     for p in problems:
         print(p)
-    print(f"{pages} pages read in Chromium: {len(problems)} problems")
+    print(f"{summary}: {len(problems)} problems")
     return 1 if problems else 0
 
 

@@ -23,7 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from check_book import NEEDS, browser, layout
+from check_book import NEEDS, browser, layout, report
 
 try:
     from selenium.webdriver.common.by import By
@@ -247,10 +247,7 @@ def main():
             print(f"{page.stem} stepped through: {'as the run' if not found else f'{len(found)} problems'}")
     finally:
         driver.quit()
-    for p in problems:
-        print(p)
-    print(f"{len(runs)} runs of {len(pages)} demos in their pages: {len(problems)} problems")
-    return 1 if problems else 0
+    return report(problems, f"{len(runs)} runs of {len(pages)} demos in their pages")
 
 
 if __name__ == "__main__":
