@@ -60,29 +60,38 @@ function splitArguments(text) {
 
 // What a demo's worker runs: a fresh instance of the program (main runs once per instance), the files the demo
 // reads written into its file system, main called with the arguments, each printed line posted as it is printed,
-// then the exit code and the SVG files written to `out`.
+// each SVG posted when the demo says it wrote it ("wrote DIR/NAME.svg") and the rest of `out` at the end, then
+// the exit code.
 const WORKER_MAIN = `
 onmessage = event => {
-  const post = line => postMessage({line: line});
+  let instance = null;
+  const sent = new Set();
+  const send = path => {
+    if (sent.has(path)) return;
+    try { postMessage({figure: {path: path, svg: instance.FS.readFile(path, {encoding: "utf8"})}}); sent.add(path); }
+    catch (e) {}
+  };
+  const post = line => {
+    postMessage({line: line});
+    const wrote = /^wrote (\\S+\\.svg)$/.exec(line);
+    if (wrote && instance) send(wrote[1]);
+  };
   const loading = performance.now();
-  Module({print: post, printErr: post}).then(instance => {
+  Module({print: post, printErr: post}).then(created => {
+    instance = created;
     for (const [name, text] of Object.entries(event.data.files)) instance.FS.writeFile(name, text);
     const started = performance.now();
     let code;
     try { code = instance.callMain(event.data.args); } catch (e) { post(String(e)); code = -1; }
     const seconds = (performance.now() - started) / 1000;
-    const figures = [];
     try {
       for (const name of instance.FS.readdir(event.data.out).filter(n => n.endsWith(".svg")).sort())
-        figures.push({name: name, svg: instance.FS.readFile(event.data.out + "/" + name, {encoding: "utf8"})});
+        send(event.data.out + "/" + name);
     } catch (e) {}
-    postMessage({done: true, code: code, seconds: seconds, startup: (started - loading) / 1000, figures: figures});
+    postMessage({done: true, code: code, seconds: seconds, startup: (started - loading) / 1000});
   });
 };`;
 
-// Loads wasm/<demo>.js once (with MODULARIZE it defines `Module`, a factory of instances) and makes the script of
-// its worker from the factory's own text: a page opened from disk may start a worker from a blob, not from a file.
-// The factory's closure held one variable, _scriptDir, which a single-file program does not use.
 function loadScript(src) {
   return new Promise((resolve, reject) => {
     const script = document.createElement("script");
@@ -123,18 +132,16 @@ function loadDemo(demo) {
   return demoWorkers[demo];
 }
 
-function showFigures(list, dir, figures) {
-  for (const {name, svg} of list) {
-    const figure = document.createElement("figure");
-    figure.dataset.file = dir + "/" + name;
-    const img = document.createElement("img");
-    img.src = URL.createObjectURL(new Blob([svg], {type: "image/svg+xml"}));
-    img.alt = name;
-    const caption = document.createElement("figcaption");
-    caption.textContent = dir + "/" + name;
-    figure.append(img, caption);
-    figures.appendChild(figure);
-  }
+function showFigure({path, svg}, figures) {
+  const figure = document.createElement("figure");
+  figure.dataset.file = path;
+  const img = document.createElement("img");
+  img.src = URL.createObjectURL(new Blob([svg], {type: "image/svg+xml"}));
+  img.alt = path;
+  const caption = document.createElement("figcaption");
+  caption.textContent = path;
+  figure.append(img, caption);
+  figures.appendChild(figure);
 }
 
 // Step: the next stage of a finished run, a stage being what the demo printed from one "== heading" to the next
@@ -180,6 +187,7 @@ async function runDemo(section, stepping) {
   output.textContent = "";
   output.hidden = stepping;
   figures.replaceChildren();
+  figures.hidden = stepping;
   delete section.dataset.shown;
   section.dataset.status = "running";
   status.textContent = "loading\u2026";
@@ -207,8 +215,8 @@ async function runDemo(section, stepping) {
   status.textContent = "running\u2026";
   worker.onmessage = event => {
     const m = event.data;
+    if (m.figure) { showFigure(m.figure, figures); return; }
     if (!m.done) { output.append(m.line + "\n"); return; }
-    showFigures(m.figures, out, figures);
     section.dataset.exit = String(m.code);
     finish(m.code === 0 ? "done" : "failed", (m.code === 0 ? "done" : "exit " + m.code) + " in " +
            m.seconds.toFixed(1) + " s (loaded in " + (loaded + m.startup).toFixed(1) + " s)");
@@ -216,7 +224,7 @@ async function runDemo(section, stepping) {
       section.stages = stagesOf(output.textContent);
       section.dataset.stages = String(section.stages.length);
       section.dataset.shown = "0";
-      output.hidden = false;
+      output.hidden = figures.hidden = false;
       showNextStage(section);
     }
   };

@@ -8,7 +8,7 @@ The book is opened from disk (file://), as a reader without a server opens it. E
 arguments it shows; it must end with exit 0, print the same lines as the native demo, and its numbers must equal
 the native ones: exactly, or within the tolerance TOLERANCES states, where the page's kernels differ from the
 native ones (the portable GEMM micro-kernel and WASM SIMD in the page, AVX-512 natively: sums in another order).
-Step mode (STEP_RUNS) must show one stage per click with the pictures that stage wrote, and then the whole output;
+Pictures must show as they are written (PICTURES_EARLY). Step mode (STEP_RUNS) must show one stage per click with the pictures that stage wrote, and then the whole output;
 and the pages with panels must fit the window at 800, 1280 and 1920 px (check_book's layout check).
 --plant N changes one number of demo N's native output before comparing: the check must then fail (the CTest
 that plants it expects failure).
@@ -142,6 +142,9 @@ def run_native(binary, args, files_dir):
 # Runs set through the options form (the demo's --help as a form) rather than the arguments field: the form must
 # write the arguments the native demo is then run with.
 FORM_RUNS = {"02_attention": ("--heads", "2"), "07_transformer": ("--steps", "40")}
+# Demos that write pictures seconds before they end (chapter 12: its figures, then 120 steps of training): a picture
+# must show while the run goes on.
+PICTURES_EARLY = ("12_modern_lm",)
 # Demos stepped through one stage per click (with their default arguments): every stage in turn, then the output
 # of a whole run.
 STEP_RUNS = ("01_embedding", "02_attention")
@@ -157,12 +160,15 @@ def run_in_page(driver, page, form=None):
     args = section.find_element(By.CSS_SELECTOR, "input[name=args]").get_attribute("value")
     section.find_element(By.CSS_SELECTOR, "button").click()
     printed = "return arguments[0].querySelector('.run-output').textContent"
-    streamed, started = False, time.monotonic()
+    pictures = "return arguments[0].querySelectorAll('.run-figures img').length"
+    streamed, pictured, started = False, False, time.monotonic()
     while section.get_attribute("data-status") not in ("done", "failed"):  # lines shown while it still runs?
         if time.monotonic() - started > 300:
             errors = [e["message"] for e in driver.get_log("browser") if e["level"] == "SEVERE"]
-            return args, f"still running after 300 s (console: {errors})", "", 0, "", streamed
-        streamed |= section.get_attribute("data-status") == "running" and bool(driver.execute_script(printed, section))
+            return args, f"still running after 300 s (console: {errors})", "", 0, "", streamed, pictured
+        running = section.get_attribute("data-status") == "running"
+        streamed |= running and bool(driver.execute_script(printed, section))
+        pictured |= running and driver.execute_script(pictures, section) > 0
         time.sleep(0.2)
     output = driver.execute_script(printed, section)
     # every picture the run wrote, decoded (given 10 s: the blobs decode after the run ends); -1 if one is not
@@ -170,7 +176,7 @@ def run_in_page(driver, page, form=None):
              "return all.every(i => i.complete) ? [all.every(i => i.naturalWidth > 0) ? all.length : -1] : null")
     figures = WebDriverWait(driver, 10).until(lambda d: d.execute_script(count, section))[0]
     timing = section.find_element(By.CSS_SELECTOR, ".run-status").text
-    return args, section.get_attribute("data-status"), output, figures, timing, streamed
+    return args, section.get_attribute("data-status"), output, figures, timing, streamed, pictured
 
 
 def step_through(driver, page):
@@ -218,7 +224,9 @@ def main():
     try:
         for page, form in runs:
             demo = page.stem
-            form_args, status, output, figures, timing, streamed = run_in_page(driver, page, form)
+            form_args, status, output, figures, timing, streamed, pictured = run_in_page(driver, page, form)
+            if demo in PICTURES_EARLY and not pictured:
+                problems.append(f"{demo}: no picture showed before the run ended: each must show as it is written")
             if figures == -1:
                 problems.append(f"{demo}: a picture the run wrote does not show")
             if form and " ".join(form) not in form_args:
