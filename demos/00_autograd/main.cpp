@@ -219,7 +219,6 @@ int main(int argc, char** argv) {
     train_mlp(args);
     return 0;
   } catch (const std::exception& e) {
-    fmt::print(stderr, "00_autograd: {}\n", e.what());
-    return 1;
+    return stepformer::demo::report_error("00_autograd", e);
   }
 }

@@ -14,7 +14,7 @@
 namespace sf = stepformer;
 using namespace stepformer::transformer;
 
-int main(int argc, char** argv) {
+int main(int argc, char** argv) try {
   sf::demo::CommonOptions common;
   std::int64_t d_model = 64, max_len = 64;
   CLI::App app{"01_embedding: token embedding x sqrt(d_model) + sinusoidal positional encoding"};
@@ -86,4 +86,6 @@ int main(int argc, char** argv) {
     }
   fmt::print("PE(pos + {}) = M_{} PE(pos) with one rotation matrix for all positions: max error {:.1e}\n", k, k, worst);
   return 0;
+} catch (const std::exception& e) {
+  return stepformer::demo::report_error("01_embedding", e);
 }

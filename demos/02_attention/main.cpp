@@ -128,7 +128,7 @@ void online_softmax(const sf::demo::CommonOptions& common) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int main(int argc, char** argv) try {
   sf::demo::CommonOptions common;
   std::int64_t d_model = 32, heads = 4;
   CLI::App app{"02_attention: scaled dot-product and multi-head attention, pad and subsequent masks"};
@@ -201,4 +201,6 @@ int main(int argc, char** argv) {
       sf::max(sf::relu(flash.context - composite) + sf::relu(composite - flash.context)).item(),
       flash.weights.kept() ? "yes" : "none");
   return 0;
+} catch (const std::exception& e) {
+  return stepformer::demo::report_error("02_attention", e);
 }

@@ -63,7 +63,7 @@ void worked_layer_norm() {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int main(int argc, char** argv) try {
   sf::demo::CommonOptions common;
   std::int64_t d_model = 64;
   CLI::App app{"03_add_norm: the residual connection and LayerNorm, post-norm and pre-norm"};
@@ -97,4 +97,6 @@ int main(int argc, char** argv) {
   sf::demo::draw_dot(common.out, "03_add_norm", sf::demo::add_norm_figure(cfg, {"1", "", "4"}));
   worked_layer_norm();
   return 0;
+} catch (const std::exception& e) {
+  return stepformer::demo::report_error("03_add_norm", e);
 }

@@ -11,7 +11,7 @@
 namespace sf = stepformer;
 using namespace stepformer::transformer;
 
-int main(int argc, char** argv) {
+int main(int argc, char** argv) try {
   sf::demo::CommonOptions common;
   std::int64_t d_model = 512, d_ff = 2048;
   CLI::App app{"04_feed_forward: FFN(x) = max(0, x W1 + b1) W2 + b2, at every position separately"};
@@ -54,4 +54,6 @@ int main(int argc, char** argv) {
   }
   fmt::print("each position computed alone equals its row of the batched result: max squared diff {:.1e}\n", worst);
   return 0;
+} catch (const std::exception& e) {
+  return stepformer::demo::report_error("04_feed_forward", e);
 }

@@ -10,7 +10,7 @@
 namespace sf = stepformer;
 using namespace stepformer::transformer;
 
-int main(int argc, char** argv) {
+int main(int argc, char** argv) try {
   sf::demo::CommonOptions common;
   Config cfg = sf::demo::small_stack_config();
   CLI::App app{"05_encoder: EncoderLayer (self-attention + FFN, each with add & norm) and the Encoder stack"};
@@ -41,4 +41,6 @@ int main(int argc, char** argv) {
   sf::demo::draw_dot(common.out, "05_encoder_layer", sf::demo::encoder_layer_figure(cfg, {"3", "8", ""}));
   fmt::print("\nThe weights are untrained; chapter 07 trains this encoder to translate.\n");
   return 0;
+} catch (const std::exception& e) {
+  return stepformer::demo::report_error("05_encoder", e);
 }

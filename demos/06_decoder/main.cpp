@@ -11,7 +11,7 @@
 namespace sf = stepformer;
 using namespace stepformer::transformer;
 
-int main(int argc, char** argv) {
+int main(int argc, char** argv) try {
   sf::demo::CommonOptions common;
   Config cfg = sf::demo::small_stack_config();
   CLI::App app{"06_decoder: masked self-attention, cross-attention, FFN; why the decoder is causal"};
@@ -68,4 +68,6 @@ int main(int argc, char** argv) {
       sf::demo::heatmap_svg(sf::reshape(sees, {7, 7}), rows, words,
                             "row: decoder input -> the target it predicts; dark: the inputs it may read"));
   return 0;
+} catch (const std::exception& e) {
+  return stepformer::demo::report_error("06_decoder", e);
 }

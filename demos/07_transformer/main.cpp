@@ -238,7 +238,6 @@ int main(int argc, char** argv) {
     fmt::print("\n");
     return rc | run_numerals(o);
   } catch (const std::exception& e) {
-    fmt::print(stderr, "07_transformer: {}\n", e.what());
-    return 1;
+    return stepformer::demo::report_error("07_transformer", e);
   }
 }

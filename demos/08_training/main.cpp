@@ -109,7 +109,7 @@ void label_smoothing_target(const sf::demo::CommonOptions& common) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int main(int argc, char** argv) try {
   sf::demo::CommonOptions common;
   std::int64_t steps = 300, hidden = 32, warmup = 50;
   CLI::App app{"08_training: optimizers, warmup schedules and an exact checkpoint resume, on a small regression"};
@@ -204,4 +204,6 @@ int main(int argc, char** argv) {
                  : "resumed run DIFFERS from the uninterrupted one",
              weights_diff);
   return weights_diff == 0 && resumed_last == straight_last ? 0 : 1;
+} catch (const std::exception& e) {
+  return stepformer::demo::report_error("08_training", e);
 }

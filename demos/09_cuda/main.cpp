@@ -55,7 +55,7 @@ std::string grid_stride_svg(const std::vector<int>& who, int blocks, int threads
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int main(int argc, char** argv) try {
   sf::demo::CommonOptions common;
   int n = 37, threads = 8, blocks = 3;
   CLI::App app{
@@ -102,4 +102,6 @@ int main(int argc, char** argv) {
   fmt::print("\nmax |this kernel - cpu| = {}\nmax |cuda-sim - cpu| = {} (stepformer's own kernels, {} elements)\n",
              kernel_vs_cpu, sim_vs_cpu, n);
   return kernel_vs_cpu == 0 && sim_vs_cpu == 0 ? 0 : 1;
+} catch (const std::exception& e) {
+  return stepformer::demo::report_error("09_cuda", e);
 }

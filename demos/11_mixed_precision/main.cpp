@@ -219,7 +219,6 @@ int main(int argc, char** argv) {
     autocast_graph(common);
     return status;
   } catch (const std::exception& e) {
-    fmt::print(stderr, "11_mixed_precision: {}\n", e.what());
-    return 1;
+    return stepformer::demo::report_error("11_mixed_precision", e);
   }
 }

@@ -158,7 +158,6 @@ int main(int argc, char** argv) {
     sample_and_time(o, corpus, model);
     return 0;
   } catch (const std::exception& e) {
-    fmt::print(stderr, "12_modern_lm: {}\n", e.what());
-    return 1;
+    return stepformer::demo::report_error("12_modern_lm", e);
   }
 }

@@ -20,6 +20,12 @@ std::filesystem::path write_output(const std::filesystem::path& out_dir, const s
   return path;
 }
 
+int report_error(const char* demo, const std::exception& e) {
+  std::fflush(stdout);  // what the demo printed before the error comes first
+  std::fprintf(stderr, "%s: %s\n", demo, e.what());
+  return 1;
+}
+
 void add_common_options(CLI::App& app, CommonOptions& o, bool cpu_threads) {
   app.add_option("--out", o.out, "folder for the pictures")->capture_default_str();
   app.add_option("--seed", o.seed, "seed for the weights")->capture_default_str();

@@ -2,6 +2,7 @@
 // The options every demo has, and where its output files go.
 #include <CLI/CLI.hpp>
 #include <cstdint>
+#include <exception>
 #include <filesystem>
 #include <string>
 
@@ -18,5 +19,10 @@ struct CommonOptions {
 };
 // --out, --seed, --detect-anomaly, --device, and --threads (OpenMP's CPU threads) unless the demo has its own.
 void add_common_options(CLI::App& app, CommonOptions& o, bool cpu_threads = true);
+
+// A demo's main ends in `catch (const std::exception& e) { return report_error("NN_name", e); }`: a typed error
+// (an option value the parser let through, such as --heads that does not divide --d-model; a missing file) is
+// printed as "NN_name: what" on stderr, exit status 1, never an uncaught exception's abort.
+int report_error(const char* demo, const std::exception& e);
 
 }  // namespace stepformer::demo
