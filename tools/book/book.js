@@ -113,21 +113,10 @@ function loadFiles(section) {
 
 const demoWorkers = {};
 function loadDemo(demo) {
-  if (demoWorkers[demo]) return demoWorkers[demo];
-  demoWorkers[demo] = new Promise((resolve, reject) => {
-    const script = document.createElement("script");
-    script.src = "wasm/" + demo + ".js";
-    script.onload = () => {
-      try {
-        const source = "var _scriptDir = undefined;\nvar Module = " + window.Module.toString() + ";\n" + WORKER_MAIN;
-        window.Module = undefined;  // a `var` of the script: it cannot be deleted
-        resolve(URL.createObjectURL(new Blob([source], {type: "text/javascript"})));
-      } catch (e) {
-        reject(e);
-      }
-    };
-    script.onerror = () => reject(new Error("cannot load " + script.src));
-    document.head.appendChild(script);
+  if (!demoWorkers[demo]) demoWorkers[demo] = loadScript("wasm/" + demo + ".js").then(() => {
+    const source = "var _scriptDir = undefined;\nvar Module = " + window.Module.toString() + ";\n" + WORKER_MAIN;
+    window.Module = undefined;  // a `var` of the script: it cannot be deleted
+    return URL.createObjectURL(new Blob([source], {type: "text/javascript"}));
   });
   return demoWorkers[demo];
 }

@@ -8,7 +8,8 @@ The book is opened from disk (file://), as a reader without a server opens it. E
 arguments it shows; it must end with exit 0, print the same lines as the native demo, and its numbers must equal
 the native ones: exactly, or within the tolerance TOLERANCES states, where the page's kernels differ from the
 native ones (the portable GEMM micro-kernel and WASM SIMD in the page, AVX-512 natively: sums in another order).
-Pictures must show as they are written (PICTURES_EARLY). Step mode (STEP_RUNS) must show one stage per click with the pictures that stage wrote, and then the whole output;
+Pictures must show as they are written (PICTURES_EARLY); a run given a bad argument must fail with the native
+demo's typed error (ERROR_RUNS). Step mode (STEP_RUNS) must show one stage per click with the pictures that stage wrote, and then the whole output;
 and the pages with panels must fit the window at 800, 1280 and 1920 px (check_book's layout check).
 --plant N changes one number of demo N's native output before comparing: the check must then fail (the CTest
 that plants it expects failure).
@@ -23,7 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from check_book import NEEDS, browser, layout, report
+from check_book import NEEDS, browser, layout, report, wait_ready
 
 try:
     from selenium.webdriver.common.by import By
@@ -142,6 +143,9 @@ def run_native(binary, args, files_dir):
 # Runs set through the options form (the demo's --help as a form) rather than the arguments field: the form must
 # write the arguments the native demo is then run with.
 FORM_RUNS = {"02_attention": ("--heads", "2"), "07_transformer": ("--steps", "40")}
+# Runs that must fail, as the native demo fails, with its typed error in the page (not a WebAssembly abort): the
+# arguments typed, and the error's words.
+ERROR_RUNS = {"02_attention": ("--heads 3", "02_attention: MultiHeadAttention: d_model 32 is not divisible by n_heads 3")}
 # Demos that write pictures seconds before they end (chapter 12: its figures, then 120 steps of training): a picture
 # must show while the run goes on.
 PICTURES_EARLY = ("12_modern_lm",)
@@ -150,10 +154,20 @@ PICTURES_EARLY = ("12_modern_lm",)
 STEP_RUNS = ("01_embedding", "02_attention")
 
 
-def run_in_page(driver, page, form=None):
-    driver.get(page.as_uri())
-    WebDriverWait(driver, 20).until(lambda d: d.execute_script("return document.body.dataset.ready === '1'"))
-    section = driver.find_element(By.CSS_SELECTOR, "section.run-demo")
+def open_panel(driver, page):
+    """The page opened from disk, typeset; its Run panel."""
+    driver.get(page.resolve().as_uri())
+    wait_ready(driver)
+    return driver.find_element(By.CSS_SELECTOR, "section.run-demo")
+
+
+def run_in_page(driver, page, form=None, typed=None):
+    """One run: the panel's arguments, or an option set through the form, or `typed` into the arguments field."""
+    section = open_panel(driver, page)
+    if typed is not None:
+        field = section.find_element(By.CSS_SELECTOR, "input[name=args]")
+        field.clear()
+        field.send_keys(typed)
     if form:
         driver.execute_script("const c = arguments[0].querySelector(`[data-option='${arguments[1]}']`);"
                               "c.value = arguments[2]; c.dispatchEvent(new Event('change'));", section, *form)
@@ -182,9 +196,7 @@ def run_in_page(driver, page, form=None):
 def step_through(driver, page):
     """Step mode: after the run, one stage (from one `== heading` to the next) per click, each with the pictures it
     wrote; the problems, and the whole output once every stage is shown."""
-    driver.get(page.as_uri())
-    WebDriverWait(driver, 20).until(lambda d: d.execute_script("return document.body.dataset.ready === '1'"))
-    section = driver.find_element(By.CSS_SELECTOR, "section.run-demo")
+    section = open_panel(driver, page)
     step = section.find_element(By.CSS_SELECTOR, "button.step")
     step.click()
     WebDriverWait(driver, 300, poll_frequency=0.2).until(lambda d: section.get_attribute("data-stages"))
@@ -245,6 +257,15 @@ def main():
             problems += found
             print(f"{demo} {form_args!r}: {'same' if not found else f'{len(found)} differences'}; "
                   f"{figures} figures shown; {timing}")
+        for page in [p for p in pages if p.stem in ERROR_RUNS]:
+            typed, error = ERROR_RUNS[page.stem]
+            _, status, output, *_ = run_in_page(driver, page, typed=typed)
+            code, native = run_native(args.bin / page.stem, shlex.split(typed), args.book / "wasm" / page.stem)
+            if status != "failed" or code == 0 or error not in output:
+                problems.append(f"{page.stem} {typed}: the page ended '{status}' (native exit {code}), printing "
+                                f"{output.strip()[:200]!r}; expected a failure saying '{error}'")
+            problems += compare(page.stem, native, output)
+            print(f"{page.stem} {typed!r}: {status}, as the native demo (exit {code})")
         # the panels fit the page: at 800, 1280 and 1920 px no page with one is wider than the window
         problems += layout(driver, args.book.resolve().as_uri() + "/", [p.name for p in pages])
         for page in [p for p in pages if p.stem in STEP_RUNS]:

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from check_book import browser, serve
+from check_page_demos import open_panel
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
@@ -20,8 +21,7 @@ def run_panel(book, chapter, out):
     driver = browser()
     try:
         driver.set_window_size(1400, 1000)
-        driver.get((book / chapter).resolve().as_uri())
-        section = driver.find_element(By.CSS_SELECTOR, "section.run-demo")
+        section = open_panel(driver, book / chapter)
         section.find_element(By.CSS_SELECTOR, "button").click()
         WebDriverWait(driver, 300).until(lambda d: section.get_attribute("data-status") in ("done", "failed"))
         driver.execute_script("window.scrollTo(0, arguments[0].getBoundingClientRect().top + scrollY - 260)", section)
