@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "autograd/backend.h"
+#include "autograd/bfloat16.h"
 #include "autograd/random.h"
 
 namespace stepformer {
@@ -50,6 +51,19 @@ struct AttentionDropout {
 };
 inline AttentionDropout attention_dropout(const AttentionConfig& cfg) { return {cfg.dropout, cfg.seed, cfg.offset}; }
 
+// The type a kernel computes in for operands of type T: T itself, or float32 for bfloat16 operands (their products
+// sum in float32, and the softmax statistics, lse and the gradients' sums are float32 too).
+template <class T>
+struct AttentionCompute {
+  using type = T;
+};
+template <>
+struct AttentionCompute<bfloat16> {
+  using type = float;
+};
+template <class T>
+using attention_compute_t = typename AttentionCompute<T>::type;
+
 // Everything a kernel reads about one call, typed: the operands, the sizes, the mask, the dropout, the scale.
 template <class T>
 struct AttentionProblem {
@@ -57,14 +71,18 @@ struct AttentionProblem {
   AttentionDims n;
   AttentionMask mask;
   AttentionDropout drop;
-  T scale;
+  attention_compute_t<T> scale;
 };
 template <class T>
 AttentionProblem<T> attention_problem(const TensorDesc& q, const TensorDesc& k, const TensorDesc& v,
                                       const TensorDesc& blocked, const AttentionConfig& cfg) {
-  return {static_cast<const T*>(q.data), static_cast<const T*>(k.data),       static_cast<const T*>(v.data),
-          attention_dims(q, v),          attention_mask(blocked, cfg.causal), attention_dropout(cfg),
-          static_cast<T>(cfg.scale)};
+  return {static_cast<const T*>(q.data),
+          static_cast<const T*>(k.data),
+          static_cast<const T*>(v.data),
+          attention_dims(q, v),
+          attention_mask(blocked, cfg.causal),
+          attention_dropout(cfg),
+          static_cast<attention_compute_t<T>>(cfg.scale)};
 }
 
 }  // namespace stepformer

@@ -41,6 +41,19 @@ decltype(auto) dispatch_floating(DType dtype, const char* kernel, F&& f) {
   }
 }
 
+// The floating types and bfloat16, for the kernels that take bfloat16 operands and compute in float32 (attention).
+template <class F>
+decltype(auto) dispatch_operands(DType dtype, const char* kernel, F&& f) {
+  switch (dtype) {
+    case DType::float32: return f(float{});
+    case DType::float64: return f(double{});
+    case DType::bfloat16: return f(bfloat16{});
+    default:
+      throw DTypeError(std::string(kernel) + " needs float32, float64 or bfloat16, got " +
+                       std::string(dtype_name(dtype)));
+  }
+}
+
 // The GEMM's operand types: calls f(TC{}, TAB{}) with TAB the type of a and b and TC the type of c: both
 // float32, both float64, or bfloat16 operands with a float32 or bfloat16 product (float32 accumulation).
 template <class F>

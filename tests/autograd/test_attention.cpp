@@ -6,9 +6,11 @@
 #include <limits>
 
 #include "../helpers.h"
+#include "autograd/autocast.h"
 
 using namespace stepformer;
 using stepformer::test::close;
+using stepformer::test::max_abs_diff;
 
 namespace {
 
@@ -45,41 +47,51 @@ struct AttentionCase {
   bool rising = false;  // later keys score higher: the running max grows at every tile
 };
 
+const std::vector<AttentionCase> cases = {
+    {"no mask, one query", 1, 1, 1, 5, 4, 4},
+    {"no mask, Tq 133 != Tk 33, Dh 8 != Dv 5 (partial tiles)", 2, 1, 133, 33, 8, 5},
+    {"pad mask [B, 1, 1, Tk]", 2, 3, 9, 140, 4, 6, true},
+    {"causal flag, T 135", 1, 2, 135, 135, 8, 8, false, true},
+    {"causal flag and pad mask", 2, 1, 40, 40, 4, 4, true, true},
+    {"subsequent mask as a tensor [1, 1, T, T]", 1, 2, 37, 37, 4, 4, false, false, true},
+    {"causal with dropout 0.25 (the mask dropout() draws)", 2, 2, 35, 35, 4, 3, false, true, false, 0.25},
+    {"pad mask with dropout 0.5", 1, 2, 6, 130, 4, 4, true, false, false, 0.5},
+    {"causal with dropout 0.1 and a pad mask, T 131", 1, 1, 131, 131, 4, 4, true, true, false, 0.1},
+    {"scores rising along 300 keys (the max grows at every tile)", 1, 2, 3, 300, 4, 4, false, false, false, 0, true},
+    {"causal, scores rising, T 260", 1, 1, 260, 260, 4, 4, false, true, false, 0, true},
+};
+
+// A case's q, k, v (requiring grad), the incoming gradient g and the mask, in dtype dt.
+struct AttentionInputs {
+  Tensor q, k, v, g, blocked;
+};
+AttentionInputs attention_inputs(const AttentionCase& c, DType dt) {
+  Tensor q = input({c.B, c.H, c.Tq, c.Dh}, 1, dt), k = input({c.B, c.H, c.Tk, c.Dh}, 2, dt);
+  const Tensor v = input({c.B, c.H, c.Tk, c.Dv}, 3, dt), g = input({c.B, c.H, c.Tq, c.Dv}, 4, dt).detach();
+  if (c.rising) {  // q > 0 and k growing with j: score (i, j) grows with j
+    const Tensor ramp = view(arange(c.Tk, {dt, default_device()}), {1, 1, c.Tk, 1}) * (6.0 / c.Tk);
+    q = (q.detach() + 1.5).set_requires_grad();
+    k = (k.detach() + ramp).set_requires_grad();
+  }
+  Tensor blocked;
+  if (c.pad) {  // the last third of each batch's keys are PAD, a different number per batch
+    std::vector<double> pads;
+    for (std::int64_t b = 0; b < c.B; ++b)
+      for (std::int64_t j = 0; j < c.Tk; ++j) pads.push_back(j >= c.Tk - (c.Tk / 3 + b) ? 1 : 0);
+    blocked = bools(pads, {c.B, 1, 1, c.Tk});
+  }
+  if (c.subsequent) blocked = after(c.Tq, c.Tk);
+  return {q, k, v, g, blocked};
+}
+
 }  // namespace
 
 TEST_CASE("flash_attention equals the composite attention, forward and every gradient, for every mask",
           "[attention][values]") {
-  const AttentionCase cases[] = {
-      {"no mask, one query", 1, 1, 1, 5, 4, 4},
-      {"no mask, Tq 133 != Tk 33, Dh 8 != Dv 5 (partial tiles)", 2, 1, 133, 33, 8, 5},
-      {"pad mask [B, 1, 1, Tk]", 2, 3, 9, 140, 4, 6, true},
-      {"causal flag, T 135", 1, 2, 135, 135, 8, 8, false, true},
-      {"causal flag and pad mask", 2, 1, 40, 40, 4, 4, true, true},
-      {"subsequent mask as a tensor [1, 1, T, T]", 1, 2, 37, 37, 4, 4, false, false, true},
-      {"causal with dropout 0.25 (the mask dropout() draws)", 2, 2, 35, 35, 4, 3, false, true, false, 0.25},
-      {"pad mask with dropout 0.5", 1, 2, 6, 130, 4, 4, true, false, false, 0.5},
-      {"causal with dropout 0.1 and a pad mask, T 131", 1, 1, 131, 131, 4, 4, true, true, false, 0.1},
-      {"scores rising along 300 keys (the max grows at every tile)", 1, 2, 3, 300, 4, 4, false, false, false, 0, true},
-      {"causal, scores rising, T 260", 1, 1, 260, 260, 4, 4, false, true, false, 0, true},
-  };
   for (const DType dt : {DType::float64, DType::float32})
     for (const AttentionCase& c : cases) {
       DYNAMIC_SECTION(dtype_name(dt) << ": " << c.what) {
-        Tensor q = input({c.B, c.H, c.Tq, c.Dh}, 1, dt), k = input({c.B, c.H, c.Tk, c.Dh}, 2, dt);
-        const Tensor v = input({c.B, c.H, c.Tk, c.Dv}, 3, dt), g = input({c.B, c.H, c.Tq, c.Dv}, 4, dt).detach();
-        if (c.rising) {  // q > 0 and k growing with j: score (i, j) grows with j
-          const Tensor ramp = view(arange(c.Tk, {dt, default_device()}), {1, 1, c.Tk, 1}) * (6.0 / c.Tk);
-          q = (q.detach() + 1.5).set_requires_grad();
-          k = (k.detach() + ramp).set_requires_grad();
-        }
-        Tensor blocked;
-        if (c.pad) {  // the last third of each batch's keys are PAD, a different number per batch
-          std::vector<double> pads;
-          for (std::int64_t b = 0; b < c.B; ++b)
-            for (std::int64_t j = 0; j < c.Tk; ++j) pads.push_back(j >= c.Tk - (c.Tk / 3 + b) ? 1 : 0);
-          blocked = bools(pads, {c.B, 1, 1, c.Tk});
-        }
-        if (c.subsequent) blocked = after(c.Tq, c.Tk);
+        const auto [q, k, v, g, blocked] = attention_inputs(c, dt);
         const double scale = 1.0 / std::sqrt(static_cast<double>(c.Dh));
         Generator gen_a(11), gen_b(11);
         const std::vector<Tensor> a = {q, k, v}, b = {q.detach().set_requires_grad(), k.detach().set_requires_grad(),
@@ -98,6 +110,79 @@ TEST_CASE("flash_attention equals the composite attention, forward and every gra
         }
       }
     }
+}
+
+// bfloat16 operands: the kernels multiply bfloat16 and sum in float32, rounding the weights and ds to bfloat16
+// before the products that read them and each result once. The oracle is the float64 composite of the same
+// (already rounded) operands, so what differs is those roundings alone: a few of bfloat16's half-ulp 2^-9 relative
+// to the largest value (measured up to 2.4 of them). dq = scale sum_j ds_j k_j is the exception: sum_j ds_j is 0
+// exactly but not once each ds_j is rounded, so where the keys share a large common part (the rising cases add up
+// to 6 to every key) dq is a small difference of large terms (measured up to 13 half-ulps of its largest value).
+// A wrong tile, band, scale or mask is off by far more.
+TEST_CASE("flash_attention on bfloat16 operands: within bfloat16's rounding of the float64 attention, every mask",
+          "[attention][values][bfloat16]") {
+  constexpr double kRoundings = 4.0 / 512, kRoundingsDq = 16.0 / 512;  // in half-ulps of the largest value
+  const auto off = [](const Tensor& got, const Tensor& want) {
+    const auto w = want.to_vector<double>();
+    double largest = 0;
+    for (double x : w) largest = std::max(largest, std::abs(x));
+    return max_abs_diff(got, w) / largest;
+  };
+  for (const AttentionCase& c : cases) {
+    DYNAMIC_SECTION(c.what) {
+      const auto [q32, k32, v32, g32, blocked] = attention_inputs(c, DType::float32);
+      const auto rounded = [](const Tensor& t) { return t.detach().to(DType::bfloat16); };
+      const std::vector<Tensor> b = {rounded(q32).set_requires_grad(), rounded(k32).set_requires_grad(),
+                                     rounded(v32).set_requires_grad()};
+      const std::vector<Tensor> a = {b[0].detach().to(DType::float64).set_requires_grad(),
+                                     b[1].detach().to(DType::float64).set_requires_grad(),
+                                     b[2].detach().to(DType::float64).set_requires_grad()};
+      const Tensor g = rounded(g32);
+      const double scale = 1.0 / std::sqrt(static_cast<double>(c.Dh));
+      Generator gen_a(11), gen_b(11);
+      const Tensor want = composite(a[0], a[1], a[2], blocked, scale, c.causal, c.p, gen_a);
+      const Tensor got = flash_attention(b[0], b[1], b[2], blocked, scale, c.causal, c.p, c.p > 0, gen_b);
+      CHECK(got.dtype() == DType::bfloat16);
+      INFO("output off by " << off(got, want) << " of its largest value");
+      CHECK(off(got, want) <= kRoundings);
+      want.backward(g.to(DType::float64));
+      got.backward(g);
+      for (std::size_t i = 0; i < 3; ++i) {
+        INFO("the gradient of "
+             << "qkv"[i] << ", off by " << off(b[i].grad(), a[i].grad()));
+        CHECK(b[i].grad().dtype() == DType::bfloat16);
+        CHECK(off(b[i].grad(), a[i].grad()) <= (i == 0 ? kRoundingsDq : kRoundings));
+      }
+    }
+  }
+}
+
+// Under autocast flash_attention runs on bfloat16 copies of float32 operands and returns float32, as matmul does
+// (docs/11): the same numbers as calling it on the copies, and the gradients reach the float32 tensors.
+TEST_CASE("under bfloat16 autocast flash_attention multiplies bfloat16 copies and returns float32",
+          "[attention][values][bfloat16]") {
+  const auto [q, k, v, g, blocked] = attention_inputs(cases[4], DType::float32);  // causal flag and pad mask
+  Tensor out;
+  {
+    AutocastGuard autocast(DType::bfloat16);
+    out = flash_attention(q, k, v, blocked, 0.5, true);
+  }
+  CHECK(out.dtype() == DType::float32);
+  const std::vector<Tensor> b = {q.detach().to(DType::bfloat16).set_requires_grad(),
+                                 k.detach().to(DType::bfloat16).set_requires_grad(),
+                                 v.detach().to(DType::bfloat16).set_requires_grad()};
+  const Tensor want = flash_attention(b[0], b[1], b[2], blocked, 0.5, true);
+  CHECK(max_abs_diff(out, want) == 0);
+  CHECK(max_abs_diff(out, flash_attention(q.detach(), k.detach(), v.detach(), blocked, 0.5, true)) > 0);
+  out.backward(g);
+  want.backward(g.to(DType::bfloat16));
+  const Tensor* in[] = {&q, &k, &v};
+  for (std::size_t i = 0; i < 3; ++i) {
+    INFO("the gradient of "
+         << "qkv"[i]);
+    CHECK(in[i]->grad().dtype() == DType::float32);
+    CHECK(max_abs_diff(in[i]->grad(), b[i].grad()) == 0);
+  }
 }
 
 TEST_CASE("flash_attention: a query that may see no key gets NaN, as the composite's softmax of -infs",
@@ -159,8 +244,10 @@ TEST_CASE("flash_attention refuses bad operands by name", "[attention][values]")
                     Catch::Matchers::ContainsSubstring("mask [1, 1, 1, 3]"));
   CHECK_THROWS_AS(flash_attention(q, k, v, zeros({1, 1, 1, 5}, {DType::float32, default_device()}), 1.0), DTypeError);
   CHECK_THROWS_AS(flash_attention(q, k, v, {}, 1.0, false, 1.5, true), ValueError);
-  CHECK_THROWS_AS(flash_attention(q.to(DType::bfloat16), k.to(DType::bfloat16), v.to(DType::bfloat16), {}, 1.0),
-                  DTypeError);
+  CHECK_THROWS_WITH(flash_attention(q.to(DType::bfloat16), k, v, {}, 1.0),
+                    Catch::Matchers::ContainsSubstring("flash_attention") &&
+                        Catch::Matchers::ContainsSubstring("bfloat16 [1, 2, 3, 4] and float32 [1, 2, 5, 4]"));
+  CHECK_THROWS_AS(flash_attention(q.to(DType::int64), k.to(DType::int64), v.to(DType::int64), {}, 1.0), DTypeError);
 }
 
 namespace {

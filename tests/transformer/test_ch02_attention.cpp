@@ -1,4 +1,5 @@
 // Chapter 02: scaled dot-product attention, masks, multi-head attention.
+#include "autograd/autocast.h"
 #include "reference.h"
 #include "transformer/attention.h"
 
@@ -16,6 +17,26 @@ TEST_CASE("scaled_dot_product_attention matches PyTorch with a pad mask, with gr
   CHECK(close(q.grad(), f.at("grad.input.q")));
   CHECK(close(k.grad(), f.at("grad.input.k")));
   CHECK(close(v.grad(), f.at("grad.input.v")));
+}
+
+// Chapter 11's rule for flash_attention under autocast, written out in PyTorch (flash_attention_bf16 in
+// tools/fixtures/make_transformer_fixtures.py): q, k, v rounded to bfloat16, the unnormalised weights rounded before
+// their product with v, float32 sums, the output rounded to bfloat16. Same operands, so float32's tolerance on the
+// CPU. The CUDA and reference backends widen bfloat16 operands and keep the weights float32 (docs/11): there the
+// output is within a bfloat16 ulp of the rule's largest value (each rounded to bfloat16, from either side of a
+// midpoint) and the weights' half-ulp: 2^-7 + 2^-9 relative, 5/512.
+TEST_CASE("under bfloat16 autocast flash_attention is PyTorch's rounding of each operand and weight", "[ch02][ch11]") {
+  const auto f = chapter_fixture("02_sdpa");
+  AutocastGuard autocast(DType::bfloat16);
+  const Tensor out = flash_attention(f.at("input.q"), f.at("input.k"), f.at("input.v"), f.at("input.blocked"),
+                                     attention_scale(f.at("input.q").size(-1)));
+  CHECK(out.dtype() == DType::float32);
+  const Tensor& rule = f.at("autocast_rule.context");
+  if (out.device().type == DeviceType::cpu)
+    CHECK(close(out, rule, 1e-6, 1e-6));
+  else
+    CHECK(max_abs_diff(out, rule) <= 5.0 / 512 * max_abs_diff(rule, zeros_like(rule)));
+  CHECK(max_abs_diff(out, f.at("output.context")) > 1e-4);  // and not the float32 attention
 }
 
 TEST_CASE("MultiHeadAttention matches PyTorch, weights and all parameter gradients", "[ch02]") {

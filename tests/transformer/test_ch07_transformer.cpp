@@ -36,14 +36,16 @@ TEST_CASE("the full model's logits and gradients match PyTorch from the same wei
 
 // Chapter 11's autocast on the whole model, from the same weights as above. The fixture holds PyTorch's logits
 // two ways: our rule written out in PyTorch (each Linear rounds its operands to bfloat16 and multiplies in
-// float32; the attention, flash_attention here, and everything else float32), and torch.autocast itself, which
-// also runs the attention's products in bfloat16 and rounds every product to bfloat16.
-// The tolerances: against our rule, float32's (only the order of the float32 sums differs); against
-// torch.autocast, the triangle inequality through the float32 logits, since each bfloat16 model is off the
-// float32 one by its roundings and ours rounds fewer values (operands only) than torch.autocast does.
+// float32; flash_attention rounds q, k, v and its weights, test_ch02's autocast case; everything else float32),
+// and torch.autocast itself, which rounds every product to bfloat16 too.
+// The tolerances: against our rule, a few bfloat16 roundings. The order of float32 sums differs, and a value one
+// float32 ulp from a bfloat16 midpoint rounds the other way: moving q, k and v by one ulp in PyTorch's rule moves
+// its logits by 0 or 2.3e-3, run to run (measured); ours are 4.2e-4 from it. Against torch.autocast, the triangle
+// inequality through the float32 logits, since each bfloat16 model is off the float32 one by its roundings and
+// ours rounds fewer values than torch.autocast does.
 TEST_CASE(
-    "under bfloat16 autocast the logits match PyTorch: our rule to float32's tolerance, torch.autocast within "
-    "its own bfloat16 error",
+    "under bfloat16 autocast the logits match PyTorch: our rule to a few bfloat16 roundings, torch.autocast "
+    "within its own bfloat16 error",
     "[ch07][ch11]") {
   const auto f = chapter_fixture("07_transformer");
   Generator gen(1);
@@ -55,7 +57,7 @@ TEST_CASE(
     logits = model.forward(f.at("input.src"), f.at("input.tgt"));
   }
   CHECK(logits.dtype() == DType::float32);
-  CHECK(close(logits, f.at("autocast_rule.logits"), 1e-5, 1e-4));
+  CHECK(max_abs_diff(logits, f.at("autocast_rule.logits")) <= 5e-3);
   const Tensor& float32 = f.at("output.logits");
   const Tensor& torch_autocast = f.at("autocast.logits");
   const double ours_off = max_abs_diff(logits, float32), torch_off = max_abs_diff(torch_autocast, float32);

@@ -10,11 +10,18 @@
 // GEMMs (dV, dK, dQ). A thread owns a whole head (batch x heads of them share the threads), so dQ, which every
 // key tile adds to, needs neither atomics nor a second pass, and the result is the same for any thread count.
 // The formulas are the reference backend's (backends/reference/attention.cpp).
+//
+// bfloat16 operands (S) run the same code with float32 (T) everywhere else: every product reads bfloat16 and sums in
+// float32 on the bfloat16 GEMM kernel, so the weights and ds are rounded to bfloat16 before the product that reads
+// them (as FlashAttention-2 does on the GPU); the running statistics, lse and D are float32, and a head's gradients
+// sum in float32 and are rounded once.
 #include <omp.h>
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <memory>
+#include <type_traits>
 #include <vector>
 
 #include "../attention_math.h"
@@ -35,13 +42,44 @@ constexpr std::int64_t kBand = 64;
 
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 
+// n elements, not initialised: every tile is written before it is read, and a decode step, which calls the kernel
+// once per token, should not clear a quarter of a megabyte each time.
+template <class U>
+std::unique_ptr<U[]> tile_of(std::int64_t n) {
+  return std::unique_ptr<U[]>(n > 0 ? new U[static_cast<std::size_t>(n)] : nullptr);
+}
+
 // A thread's tiles: [kTile, kTile] scores/weights, their gradients and the dropped weights; a block's outputs.
-template <class T>
+// For bfloat16 operands also the rounded copies of a tile the next product reads (ws, dss) and a head's gradients
+// in float32 (gq, gk, gv).
+template <class T, class S>
 struct Scratch {
+  static constexpr bool rounds = !std::is_same_v<T, S>;
   explicit Scratch(std::int64_t Dv)
-      : s(kTile * kTile), ds(kTile * kTile), wf(kTile * kTile), acc(static_cast<std::size_t>(kTile * Dv)) {}
-  std::vector<T> s, ds, wf, acc;
+      : s(tile_of<T>(kTile * kTile)),
+        ds(tile_of<T>(kTile * kTile)),
+        wf(tile_of<T>(kTile * kTile)),
+        acc(tile_of<T>(kTile * Dv)),
+        ws(tile_of<S>(rounds ? kTile * kTile : 0)),
+        dss(tile_of<S>(rounds ? kTile * kTile : 0)) {}
+  std::unique_ptr<T[]> s, ds, wf, acc;
+  std::unique_ptr<S[]> ws, dss;
+  std::vector<T> gq, gk, gv;
 };
+
+// The [rows, cols] tile x (row stride kTile) as a product's operand of type S: x itself, or its copy rounded into
+// `rounded`.
+template <class T, class S>
+[[gnu::always_inline]] inline const S* operand(const T* x, std::unique_ptr<S[]>& rounded, std::int64_t rows,
+                                               std::int64_t cols) {
+  if constexpr (std::is_same_v<T, S>) {
+    return x;
+  } else {
+    for (std::int64_t r = 0; r < rows; ++r)
+      for (std::int64_t c = 0; c < cols; ++c) rounded[r * kTile + c] = S(x[r * kTile + c]);
+    return rounded.get();
+  }
+}
 
 // How much of the tile of queries [i0, i1) and keys [j0, j1) is blocked. A tile blocked whole costs nothing:
 // the scan of its mask is a byte per pair against the 2 (Dh + Dv) flops per pair of its GEMMs.
@@ -62,13 +100,13 @@ Blocked blocked_in(const AttentionProblem<T>& p, std::int64_t bh, std::int64_t i
 }
 
 // s = scale * q[i0, i1) k[j0, j1)^T, [rows, cols] with row stride kTile, blocked pairs -inf.
-template <class T>
-void scores(const AttentionProblem<T>& p, T* s, std::int64_t bh, std::int64_t i0, std::int64_t i1, std::int64_t j0,
+template <class T, class S>
+void scores(const AttentionProblem<S>& p, T* s, std::int64_t bh, std::int64_t i0, std::int64_t i1, std::int64_t j0,
             std::int64_t j1, Blocked blocked) {
   const AttentionDims& n = p.n;
   const std::int64_t rows = i1 - i0, cols = j1 - j0;
-  gemm<T>(rows, cols, n.Dh, p.scale, {p.q + (bh * n.Tq + i0) * n.Dh, n.Dh, 1}, {p.k + (bh * n.Tk + j0) * n.Dh, 1, n.Dh},
-          T(0), {s, kTile, 1}, 1);
+  gemm<T, S>(rows, cols, n.Dh, p.scale, {p.q + (bh * n.Tq + i0) * n.Dh, n.Dh, 1},
+             {p.k + (bh * n.Tk + j0) * n.Dh, 1, n.Dh}, T(0), {s, kTile, 1}, 1);
   if (blocked == Blocked::none) return;
   // AttentionMask::blocked, a row at a time: under the causal mask query i0 + r sees the keys up to itself, so the
   // row's tail from key i0 + r + 1 is one fill; the mask tensor, if any, is read for the keys before it.
@@ -84,8 +122,8 @@ void scores(const AttentionProblem<T>& p, T* s, std::int64_t bh, std::int64_t i0
 }
 
 // f[c] = the dropout factor of (query i, key j0 + c) for the cols keys of a tile row, as dropout() draws it.
-template <class T>
-[[gnu::always_inline]] inline void dropout_factors(const AttentionProblem<T>& p, T* f, std::int64_t row,
+template <class T, class S>
+[[gnu::always_inline]] inline void dropout_factors(const AttentionProblem<S>& p, T* f, std::int64_t row,
                                                    std::int64_t j0, std::int64_t cols) {
   const double keep = p.drop.p;
   const T scale = static_cast<T>(1.0 / (1.0 - keep));
@@ -96,13 +134,13 @@ template <class T>
 
 // Queries [i0, i1) of head bh against every key tile: out and lse of those rows. s holds a tile's scores, then
 // its weights; acc the block's unnormalised outputs; m and l each query's running max and sum.
-template <class T>
-[[gnu::always_inline]] inline void forward_block(const AttentionProblem<T>& p, T* out, T* lse, std::int64_t bh,
-                                                 std::int64_t i0, std::int64_t i1, Scratch<T>& w) {
+template <class T, class S>
+[[gnu::always_inline]] inline void forward_block(const AttentionProblem<S>& p, S* out, T* lse, std::int64_t bh,
+                                                 std::int64_t i0, std::int64_t i1, Scratch<T, S>& w) {
   const AttentionDims& n = p.n;
   const std::int64_t rows = i1 - i0;
-  T* s = w.s.data();
-  T* acc = w.acc.data();
+  T* s = w.s.get();
+  T* acc = w.acc.get();
   std::fill(acc, acc + rows * n.Dv, T(0));
   T m[kTile], l[kTile];
   std::fill(m, m + kTile, static_cast<T>(kNegInf));
@@ -138,21 +176,21 @@ template <class T>
         l[r] = l[r] * rescale + sum;
         m[r] = m_new;
         if (p.drop.p > 0) {
-          T* f = w.ds.data();
+          T* f = w.ds.get();
           dropout_factors(p, f, bh * n.Tq + i0 + r, j0, cols);
 #pragma omp simd
           for (std::int64_t c = 0; c < cols; ++c) row[c] *= f[c];
         }
       }
       // acc[r0, r1) += weights [r1 - r0, cols] @ v[j0, jb)
-      gemm<T>(r1 - r0, n.Dv, cols, T(1), {s, kTile, 1}, {p.v + (bh * n.Tk + j0) * n.Dv, n.Dv, 1}, T(1),
-              {acc + r0 * n.Dv, n.Dv, 1}, 1);
+      gemm<T, S>(r1 - r0, n.Dv, cols, T(1), {operand(s, w.ws, r1 - r0, cols), kTile, 1},
+                 {p.v + (bh * n.Tk + j0) * n.Dv, n.Dv, 1}, T(1), {acc + r0 * n.Dv, n.Dv, 1}, 1);
     }
   }
   for (std::int64_t r = 0; r < rows; ++r) {
     const std::int64_t row = bh * n.Tq + i0 + r;
     const T inv = T(1) / l[r];  // l == 0 (no key seen): inf, and 0 * inf is NaN, as the composite's softmax
-    for (std::int64_t d = 0; d < n.Dv; ++d) out[row * n.Dv + d] = acc[r * n.Dv + d] * inv;
+    for (std::int64_t d = 0; d < n.Dv; ++d) out[row * n.Dv + d] = static_cast<S>(acc[r * n.Dv + d] * inv);
     lse[row] = m[r] + static_cast<T>(std::log(static_cast<double>(l[r])));
   }
 }
@@ -160,20 +198,30 @@ template <class T>
 // Every gradient of head bh, key tile by key tile and, within each, query block by query block: the weights w
 // recomputed from lse, dw = dout v^T (times the dropout factor f), ds = w (dw - D); then dV += (w f)^T dout,
 // dK += scale ds^T q, dQ += scale ds k, each a small GEMM. One thread owns the head, so nothing is shared.
-template <class T>
-[[gnu::always_inline]] inline void head_backward(const AttentionProblem<T>& p, T* dq, T* dk, T* dv, const T* dout,
-                                                 const T* lse, const T* D, std::int64_t bh, Scratch<T>& w) {
+template <class T, class S>
+[[gnu::always_inline]] inline void head_backward(const AttentionProblem<S>& p, S* dq, S* dk, S* dv, const S* dout,
+                                                 const T* lse, const T* D, std::int64_t bh, Scratch<T, S>& w) {
   const AttentionDims& n = p.n;
-  T* s = w.s.data();    // scores, then weights w
-  T* ds = w.ds.data();  // dw, then ds
-  T* wf = w.wf.data();  // w f (the weights as the forward used them), when there is dropout
-  std::fill(dq + bh * n.Tq * n.Dh, dq + (bh + 1) * n.Tq * n.Dh, T(0));
-  std::fill(dk + bh * n.Tk * n.Dh, dk + (bh + 1) * n.Tk * n.Dh, T(0));
-  std::fill(dv + bh * n.Tk * n.Dv, dv + (bh + 1) * n.Tk * n.Dv, T(0));
+  T* s = w.s.get();    // scores, then weights w
+  T* ds = w.ds.get();  // dw, then ds
+  T* wf = w.wf.get();  // w f (the weights as the forward used them), when there is dropout
+  // Where the head's gradients sum: in dq, dk and dv themselves, or in float32 rounded into them at the end.
+  T *gq, *gk, *gv;
+  if constexpr (Scratch<T, S>::rounds) {
+    w.gq.assign(static_cast<std::size_t>(n.Tq * n.Dh), T(0));
+    w.gk.assign(static_cast<std::size_t>(n.Tk * n.Dh), T(0));
+    w.gv.assign(static_cast<std::size_t>(n.Tk * n.Dv), T(0));
+    gq = w.gq.data(), gk = w.gk.data(), gv = w.gv.data();
+  } else {
+    gq = dq + bh * n.Tq * n.Dh, gk = dk + bh * n.Tk * n.Dh, gv = dv + bh * n.Tk * n.Dv;
+    std::fill(gq, gq + n.Tq * n.Dh, T(0));
+    std::fill(gk, gk + n.Tk * n.Dh, T(0));
+    std::fill(gv, gv + n.Tk * n.Dv, T(0));
+  }
   for (std::int64_t j0 = 0; j0 < n.Tk; j0 += kTile) {
     const std::int64_t j1 = std::min(n.Tk, j0 + kTile);
-    const T* k_j = p.k + (bh * n.Tk + j0) * n.Dh;
-    const T* v_j = p.v + (bh * n.Tk + j0) * n.Dv;
+    const S* k_j = p.k + (bh * n.Tk + j0) * n.Dh;
+    const S* v_j = p.v + (bh * n.Tk + j0) * n.Dv;
     // Causal: the query blocks that end before j0 never see these keys.
     for (std::int64_t i0 = p.mask.causal ? j0 / kTile * kTile : 0; i0 < n.Tq; i0 += kTile) {
       const std::int64_t i1 = std::min(n.Tq, i0 + kTile);
@@ -186,7 +234,7 @@ template <class T>
         const Blocked blocked = blocked_in(p, bh, b0, b1, j0, jb);
         if (blocked == Blocked::all) continue;
         scores(p, s, bh, b0, b1, j0, jb, blocked);
-        gemm<T>(rows, cols, n.Dv, T(1), {dout + row0 * n.Dv, n.Dv, 1}, {v_j, 1, n.Dv}, T(0), {ds, kTile, 1}, 1);
+        gemm<T, S>(rows, cols, n.Dv, T(1), {dout + row0 * n.Dv, n.Dv, 1}, {v_j, 1, n.Dv}, T(0), {ds, kTile, 1}, 1);
         for (std::int64_t r = 0; r < rows; ++r) {
           T* sr = s + r * kTile;
           T* dr = ds + r * kTile;
@@ -214,35 +262,54 @@ template <class T>
             }
           }
         }
-        const T* used = p.drop.p > 0 ? wf : s;
-        gemm<T>(cols, n.Dv, rows, T(1), {used, 1, kTile}, {dout + row0 * n.Dv, n.Dv, 1}, T(1),
-                {dv + (bh * n.Tk + j0) * n.Dv, n.Dv, 1}, 1);
-        gemm<T>(cols, n.Dh, rows, p.scale, {ds, 1, kTile}, {p.q + row0 * n.Dh, n.Dh, 1}, T(1),
-                {dk + (bh * n.Tk + j0) * n.Dh, n.Dh, 1}, 1);
-        gemm<T>(rows, n.Dh, cols, p.scale, {ds, kTile, 1}, {k_j, n.Dh, 1}, T(1), {dq + row0 * n.Dh, n.Dh, 1}, 1);
+        const S* used = operand(p.drop.p > 0 ? wf : s, w.ws, rows, cols);
+        const S* dsr = operand(ds, w.dss, rows, cols);
+        gemm<T, S>(cols, n.Dv, rows, T(1), {used, 1, kTile}, {dout + row0 * n.Dv, n.Dv, 1}, T(1),
+                   {gv + j0 * n.Dv, n.Dv, 1}, 1);
+        gemm<T, S>(cols, n.Dh, rows, p.scale, {dsr, 1, kTile}, {p.q + row0 * n.Dh, n.Dh, 1}, T(1),
+                   {gk + j0 * n.Dh, n.Dh, 1}, 1);
+        gemm<T, S>(rows, n.Dh, cols, p.scale, {dsr, kTile, 1}, {k_j, n.Dh, 1}, T(1), {gq + b0 * n.Dh, n.Dh, 1}, 1);
       }
     }
+  }
+  if constexpr (Scratch<T, S>::rounds) {
+    const auto round_into = [](S* to, const std::vector<T>& from) {
+      for (std::size_t e = 0; e < from.size(); ++e) to[e] = S(from[e]);
+    };
+    round_into(dq + bh * n.Tq * n.Dh, w.gq);
+    round_into(dk + bh * n.Tk * n.Dh, w.gk);
+    round_into(dv + bh * n.Tk * n.Dv, w.gv);
   }
 }
 
 std::int64_t blocks(std::int64_t n) { return (n + kTile - 1) / kTile; }
 
-// The float versions compiled per instruction set (vmath.h); double keeps the plain build.
+// The float and bfloat16 versions compiled per instruction set (vmath.h); double keeps the plain build.
 STEPFORMER_SIMD_CLONES void forward_blocks(const AttentionProblem<float>& p, float* out, float* lse, std::int64_t bh,
-                                           std::int64_t i0, std::int64_t i1, Scratch<float>& w) {
+                                           std::int64_t i0, std::int64_t i1, Scratch<float, float>& w) {
+  forward_block(p, out, lse, bh, i0, i1, w);
+}
+STEPFORMER_SIMD_CLONES void forward_blocks(const AttentionProblem<bfloat16>& p, bfloat16* out, float* lse,
+                                           std::int64_t bh, std::int64_t i0, std::int64_t i1,
+                                           Scratch<float, bfloat16>& w) {
   forward_block(p, out, lse, bh, i0, i1, w);
 }
 void forward_blocks(const AttentionProblem<double>& p, double* out, double* lse, std::int64_t bh, std::int64_t i0,
-                    std::int64_t i1, Scratch<double>& w) {
+                    std::int64_t i1, Scratch<double, double>& w) {
   forward_block(p, out, lse, bh, i0, i1, w);
 }
 STEPFORMER_SIMD_CLONES void heads_backward(const AttentionProblem<float>& p, float* dq, float* dk, float* dv,
                                            const float* dout, const float* lse, const float* D, std::int64_t bh,
-                                           Scratch<float>& w) {
+                                           Scratch<float, float>& w) {
+  head_backward(p, dq, dk, dv, dout, lse, D, bh, w);
+}
+STEPFORMER_SIMD_CLONES void heads_backward(const AttentionProblem<bfloat16>& p, bfloat16* dq, bfloat16* dk,
+                                           bfloat16* dv, const bfloat16* dout, const float* lse, const float* D,
+                                           std::int64_t bh, Scratch<float, bfloat16>& w) {
   head_backward(p, dq, dk, dv, dout, lse, D, bh, w);
 }
 void heads_backward(const AttentionProblem<double>& p, double* dq, double* dk, double* dv, const double* dout,
-                    const double* lse, const double* D, std::int64_t bh, Scratch<double>& w) {
+                    const double* lse, const double* D, std::int64_t bh, Scratch<double, double>& w) {
   head_backward(p, dq, dk, dv, dout, lse, D, bh, w);
 }
 
@@ -251,15 +318,16 @@ void heads_backward(const AttentionProblem<double>& p, double* dq, double* dk, d
 void CpuBackend::attention_forward(const TensorDesc& out, const TensorDesc& lse, const TensorDesc& q,
                                    const TensorDesc& k, const TensorDesc& v, const TensorDesc& blocked,
                                    const AttentionConfig& cfg) {
-  dispatch_floating(q.dtype, "attention_forward", [&](auto z) {
-    using T = decltype(z);
-    const AttentionProblem<T> p = attention_problem<T>(q, k, v, blocked, cfg);
+  dispatch_operands(q.dtype, "attention_forward", [&](auto z) {
+    using S = decltype(z);
+    using T = attention_compute_t<S>;
+    const AttentionProblem<S> p = attention_problem<S>(q, k, v, blocked, cfg);
     const std::int64_t per_head = blocks(p.n.Tq), tasks = p.n.B * p.n.H * per_head;
-    T* o = static_cast<T*>(out.data);
+    S* o = static_cast<S*>(out.data);
     T* l = static_cast<T*>(lse.data);
 #pragma omp parallel if (tasks > 1)
     {
-      Scratch<T> w(p.n.Dv);
+      Scratch<T, S> w(p.n.Dv);
 #pragma omp for schedule(dynamic)
       for (std::int64_t t = 0; t < tasks; ++t) {
         const std::int64_t bh = t / per_head, i0 = (t % per_head) * kTile;
@@ -273,26 +341,28 @@ void CpuBackend::attention_backward(const TensorDesc& dq, const TensorDesc& dk, 
                                     const TensorDesc& dout, const TensorDesc& q, const TensorDesc& k,
                                     const TensorDesc& v, const TensorDesc& out, const TensorDesc& lse,
                                     const TensorDesc& blocked, const AttentionConfig& cfg) {
-  dispatch_floating(q.dtype, "attention_backward", [&](auto z) {
-    using T = decltype(z);
-    const AttentionProblem<T> p = attention_problem<T>(q, k, v, blocked, cfg);
+  dispatch_operands(q.dtype, "attention_backward", [&](auto z) {
+    using S = decltype(z);
+    using T = attention_compute_t<S>;
+    const AttentionProblem<S> p = attention_problem<S>(q, k, v, blocked, cfg);
     const AttentionDims& n = p.n;
-    const T* g = static_cast<const T*>(dout.data);
-    const T* o = static_cast<const T*>(out.data);
+    const S* g = static_cast<const S*>(dout.data);
+    const S* o = static_cast<const S*>(out.data);
     // D_i = dout_i . out_i, once per query (it equals sum_j w_ij dw_ij).
     std::vector<T> D(static_cast<std::size_t>(n.B * n.H * n.Tq));
 #pragma omp parallel for
     for (std::int64_t row = 0; row < n.B * n.H * n.Tq; ++row) {
       T sum = 0;
-      for (std::int64_t d = 0; d < n.Dv; ++d) sum += g[row * n.Dv + d] * o[row * n.Dv + d];
+      for (std::int64_t d = 0; d < n.Dv; ++d)
+        sum += static_cast<T>(g[row * n.Dv + d]) * static_cast<T>(o[row * n.Dv + d]);
       D[static_cast<std::size_t>(row)] = sum;
     }
 #pragma omp parallel if (n.B * n.H > 1)
     {
-      Scratch<T> w(p.n.Dv);
+      Scratch<T, S> w(p.n.Dv);
 #pragma omp for schedule(dynamic)
       for (std::int64_t bh = 0; bh < n.B * n.H; ++bh)
-        heads_backward(p, static_cast<T*>(dq.data), static_cast<T*>(dk.data), static_cast<T*>(dv.data), g,
+        heads_backward(p, static_cast<S*>(dq.data), static_cast<S*>(dk.data), static_cast<S*>(dv.data), g,
                        static_cast<const T*>(lse.data), D.data(), bh, w);
     }
   });

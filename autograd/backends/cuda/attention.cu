@@ -13,6 +13,10 @@
 // a warp, reading element d of their own rows, hit 32 different banks; the staged tiles are read by every thread
 // at the same address (a broadcast). `tile` (<= 32 threads) shrinks until a block's shared memory fits 48 KiB,
 // the most a kernel gets without opting in.
+//
+// bfloat16 operands are widened into float32 copies for these float32 kernels and the results rounded back
+// (`Widened`): the same numbers as the reference, at the cost of the copies; kernels that read bfloat16 on the
+// tensor cores are a next step (docs/11, "Our deviations").
 #include <algorithm>
 #include <string>
 
@@ -216,11 +220,39 @@ dim3 grid(std::int64_t rows, int tile, const AttentionDims& n) {
   return dim3(static_cast<unsigned>((rows + tile - 1) / tile), static_cast<unsigned>(n.B * n.H));
 }
 
+// A float32 copy of a contiguous tensor for the float32 kernels, in memory from the backend's cache: a bfloat16
+// operand copied in, or a result that round_into converts into its bfloat16 tensor.
+class Widened {
+ public:
+  Widened(Backend& backend, const TensorDesc& like, bool copy_in) : backend_(backend), desc_(like) {
+    desc_.dtype = DType::float32;
+    bytes_ = static_cast<std::size_t>(like.numel()) * sizeof(float);
+    desc_.data = backend_.allocate(bytes_);
+    if (copy_in) backend_.unary(UnaryOp::copy, desc_, like, 0.0);
+  }
+  ~Widened() { backend_.deallocate(desc_.data, bytes_); }  // the cache hands it out only to work queued after ours
+  Widened(const Widened&) = delete;
+  Widened& operator=(const Widened&) = delete;
+  const TensorDesc& desc() const { return desc_; }
+  void round_into(const TensorDesc& to) const { backend_.unary(UnaryOp::copy, to, desc_, 0.0); }
+
+ private:
+  Backend& backend_;
+  TensorDesc desc_;
+  std::size_t bytes_ = 0;
+};
+
 }  // namespace
 
 void CudaBackend::attention_forward(const TensorDesc& out, const TensorDesc& lse, const TensorDesc& q,
                                     const TensorDesc& k, const TensorDesc& v, const TensorDesc& blocked,
                                     const AttentionConfig& cfg) {
+  if (q.dtype == DType::bfloat16) {
+    const Widened qw(*this, q, true), kw(*this, k, true), vw(*this, v, true), ow(*this, out, false);
+    attention_forward(ow.desc(), lse, qw.desc(), kw.desc(), vw.desc(), blocked, cfg);
+    ow.round_into(out);
+    return;
+  }
   dispatch_floating(q.dtype, "attention_forward", [&](auto z) {
     using T = decltype(z);
     const AttentionProblem<T> p = attention_problem<T>(q, k, v, blocked, cfg);
@@ -236,6 +268,16 @@ void CudaBackend::attention_backward(const TensorDesc& dq, const TensorDesc& dk,
                                      const TensorDesc& dout, const TensorDesc& q, const TensorDesc& k,
                                      const TensorDesc& v, const TensorDesc& out, const TensorDesc& lse,
                                      const TensorDesc& blocked, const AttentionConfig& cfg) {
+  if (q.dtype == DType::bfloat16) {
+    const Widened qw(*this, q, true), kw(*this, k, true), vw(*this, v, true), ow(*this, out, true),
+        gw(*this, dout, true), dqw(*this, dq, false), dkw(*this, dk, false), dvw(*this, dv, false);
+    attention_backward(dqw.desc(), dkw.desc(), dvw.desc(), gw.desc(), qw.desc(), kw.desc(), vw.desc(), ow.desc(), lse,
+                       blocked, cfg);
+    dqw.round_into(dq);
+    dkw.round_into(dk);
+    dvw.round_into(dv);
+    return;
+  }
   dispatch_floating(q.dtype, "attention_backward", [&](auto z) {
     using T = decltype(z);
     const AttentionProblem<T> p = attention_problem<T>(q, k, v, blocked, cfg);

@@ -24,18 +24,18 @@ double dot(const double* a, const double* b, std::int64_t n) {
   return s;
 }
 
-// A contiguous tensor as doubles (the sums of this file are in double whatever the dtype).
+// A contiguous tensor as doubles (the sums of this file are in double whatever the dtype, bfloat16 included).
 std::vector<double> as_doubles(const TensorDesc& t) {
   std::vector<double> out(static_cast<std::size_t>(t.numel()));
-  dispatch_floating(t.dtype, "attention", [&](auto z) {
+  dispatch_operands(t.dtype, "attention", [&](auto z) {
     using T = decltype(z);
-    for (std::size_t i = 0; i < out.size(); ++i) out[i] = flat<T>(t, static_cast<std::int64_t>(i));
+    for (std::size_t i = 0; i < out.size(); ++i) out[i] = static_cast<double>(flat<T>(t, static_cast<std::int64_t>(i)));
   });
   return out;
 }
 
 void store(const TensorDesc& t, const std::vector<double>& values) {
-  dispatch_floating(t.dtype, "attention", [&](auto z) {
+  dispatch_operands(t.dtype, "attention", [&](auto z) {
     using T = decltype(z);
     for (std::size_t i = 0; i < values.size(); ++i)
       flat<T>(t, static_cast<std::int64_t>(i)) = static_cast<T>(values[i]);

@@ -1,7 +1,7 @@
 #pragma once
-// Autocast: inside an AutocastGuard(DType::bfloat16), matmul multiplies bfloat16 copies of its float32
-// operands (float32 accumulation) and returns float32; every other op runs in float32 as before. Per OS
-// thread, like torch.autocast; scopes nest and restore the previous state.
+// Autocast: inside an AutocastGuard(DType::bfloat16), matmul and flash_attention multiply bfloat16 copies of
+// their float32 operands (float32 accumulation) and return float32; every other op runs in float32 as before.
+// Per OS thread, like torch.autocast; scopes nest and restore the previous state.
 //
 // Which ops are in which list, and why (PyTorch's "CPU Ops that can autocast to bfloat16" and "CPU Ops
 // that can autocast to float32", torch.amp docs): docs/11_mixed_precision.md. Deviation: PyTorch's
@@ -19,7 +19,7 @@
 
 namespace stepformer {
 
-// The dtype matmul's operands are cast to, or float32 when autocast is off.
+// The dtype matmul's and flash_attention's operands are cast to, or float32 when autocast is off.
 DType autocast_dtype();
 
 class AutocastGuard {
