@@ -47,7 +47,7 @@ struct AttentionCase {
   bool rising = false;  // later keys score higher: the running max grows at every tile
 };
 
-const std::vector<AttentionCase> cases = {
+const std::vector<AttentionCase> kAttentionCases = {
     {"no mask, one query", 1, 1, 1, 5, 4, 4},
     {"no mask, Tq 133 != Tk 33, Dh 8 != Dv 5 (partial tiles)", 2, 1, 133, 33, 8, 5},
     {"pad mask [B, 1, 1, Tk]", 2, 3, 9, 140, 4, 6, true},
@@ -89,7 +89,7 @@ AttentionInputs attention_inputs(const AttentionCase& c, DType dt) {
 TEST_CASE("flash_attention equals the composite attention, forward and every gradient, for every mask",
           "[attention][values]") {
   for (const DType dt : {DType::float64, DType::float32})
-    for (const AttentionCase& c : cases) {
+    for (const AttentionCase& c : kAttentionCases) {
       DYNAMIC_SECTION(dtype_name(dt) << ": " << c.what) {
         const auto [q, k, v, g, blocked] = attention_inputs(c, dt);
         const double scale = 1.0 / std::sqrt(static_cast<double>(c.Dh));
@@ -128,7 +128,7 @@ TEST_CASE("flash_attention on bfloat16 operands: within bfloat16's rounding of t
     for (double x : w) largest = std::max(largest, std::abs(x));
     return max_abs_diff(got, w) / largest;
   };
-  for (const AttentionCase& c : cases) {
+  for (const AttentionCase& c : kAttentionCases) {
     DYNAMIC_SECTION(c.what) {
       const auto [q32, k32, v32, g32, blocked] = attention_inputs(c, DType::float32);
       const auto rounded = [](const Tensor& t) { return t.detach().to(DType::bfloat16); };
@@ -161,7 +161,7 @@ TEST_CASE("flash_attention on bfloat16 operands: within bfloat16's rounding of t
 // (docs/11): the same numbers as calling it on the copies, and the gradients reach the float32 tensors.
 TEST_CASE("under bfloat16 autocast flash_attention multiplies bfloat16 copies and returns float32",
           "[attention][values][bfloat16]") {
-  const auto [q, k, v, g, blocked] = attention_inputs(cases[4], DType::float32);  // causal flag and pad mask
+  const auto [q, k, v, g, blocked] = attention_inputs(kAttentionCases[4], DType::float32);  // causal flag and pad mask
   Tensor out;
   {
     AutocastGuard autocast(DType::bfloat16);
