@@ -2,6 +2,8 @@
 // builds from ops: outputs and every gradient, for each mask, lengths on both sides of a tile (128 queries and
 // keys on the CPU, up to 32 threads on CUDA), Tq != Tk, Dh != Dv, and dropout drawn from the same generator state.
 // On the default device, so CTest runs it on cuda-sim and on a GPU too ([values]).
+#include <omp.h>
+
 #include <algorithm>
 #include <limits>
 
@@ -183,6 +185,34 @@ TEST_CASE("under bfloat16 autocast flash_attention multiplies bfloat16 copies an
     CHECK(in[i]->grad().dtype() == DType::float32);
     CHECK(max_abs_diff(in[i]->grad(), b[i].grad()) == 0);
   }
+}
+
+// A thread owns a whole head in backward and a (head, query block) pair in forward (cpu/attention.cpp), so the
+// thread count changes who computes what, never the order of a sum: 1 and 2 threads give the same bits.
+TEST_CASE("flash_attention: 1 or 2 threads give the same bits, float32 and bfloat16", "[attention][values]") {
+  const AttentionCase c = {
+      "6 heads of two tiles: causal, a pad mask, dropout 0.1", 2, 3, 150, 150, 8, 8, true, true, false, 0.1};
+  const int before = omp_get_max_threads();
+  for (const DType dt : {DType::float32, DType::bfloat16}) {
+    std::vector<std::vector<double>> seen;
+    for (const int threads : {1, 2}) {
+      omp_set_num_threads(threads);
+      const auto [q32, k32, v32, g32, blocked] = attention_inputs(c, DType::float32);
+      const std::vector<Tensor> in = {q32.detach().to(dt).set_requires_grad(), k32.detach().to(dt).set_requires_grad(),
+                                      v32.detach().to(dt).set_requires_grad()};
+      Generator gen(5);
+      const Tensor out = flash_attention(in[0], in[1], in[2], blocked, 0.5, c.causal, c.p, true, gen);
+      out.backward(g32.to(dt));
+      seen.push_back(out.to_vector<double>());
+      for (const Tensor& t : in) {
+        const auto g = t.grad().to_vector<double>();
+        seen.back().insert(seen.back().end(), g.begin(), g.end());
+      }
+    }
+    INFO(dtype_name(dt));
+    CHECK(seen[0] == seen[1]);
+  }
+  omp_set_num_threads(before);
 }
 
 TEST_CASE("flash_attention: a query that may see no key gets NaN, as the composite's softmax of -infs",
