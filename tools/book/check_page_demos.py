@@ -67,8 +67,9 @@ TOLERANCES = {
         (re.compile(r"^float32 sum"), 1e-6),
         # 150 steps of bf16 training: each step's rounding to bfloat16 turns a last-bit difference into another
         # path; the native runs with and without vdpbf16ps differ from each other by as much (17% measured at
-        # step 75). Step 1 differs by two units in the fourth decimal (vdpbf16ps's sums against widened ones).
-        (re.compile(r"^\s+1\s+[\d.]+\s+[\d.]+\s+[\d.]+$"), 1e-4),
+        # step 75). Step 1 differs by 1.6e-4 relative (3.7107 against 3.7101: vdpbf16ps's sums against widened
+        # ones, then rounded to bfloat16 in the attention); STEPFORMER_NO_BF16_DOT=1 makes the native demo print 3.7101.
+        (re.compile(r"^\s+1\s+[\d.]+\s+[\d.]+\s+[\d.]+$"), 5e-4),
         (re.compile(r"^\s+\d+\s+[\d.]+\s+[\d.]+\s+[\d.]+$"), 0.25),
         (re.compile(r"^weights stored in bfloat16"), 0.25),
     ],
