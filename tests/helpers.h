@@ -41,6 +41,20 @@ inline double max_abs_diff(const Tensor& a, const std::vector<double>& expected)
 
 inline double max_abs_diff(const Tensor& a, const Tensor& b) { return max_abs_diff(a, b.to_vector<double>()); }
 
+// max |actual - expected| over max |expected|: a difference in units of the expected tensor's largest value, for
+// tolerances that scale with it (bfloat16's rounding is relative to the values rounded, not to each element). A NaN
+// on one side only, or another shape, is infinitely off (std::max would skip a NaN).
+inline double off_by_largest(const Tensor& actual, const Tensor& expected) {
+  const auto a = actual.to_vector<double>(), e = expected.to_vector<double>();
+  if (a.size() != e.size()) return INFINITY;
+  double largest = 0, diff = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    if (std::isnan(a[i]) != std::isnan(e[i])) return INFINITY;
+    if (!std::isnan(a[i])) diff = std::max(diff, std::abs(a[i] - e[i])), largest = std::max(largest, std::abs(e[i]));
+  }
+  return diff / largest;
+}
+
 // Empty when every |actual - expected| <= atol + rtol * |expected| and the shapes agree; else what differs:
 // the shapes, the max difference, the NaN differences, the first values of both and the first difference
 // (llm.c style). A NaN on one side only is a difference (on both sides too: no check here expects one).

@@ -13,6 +13,7 @@
 using namespace stepformer;
 using stepformer::test::close;
 using stepformer::test::max_abs_diff;
+using stepformer::test::off_by_largest;
 
 namespace {
 
@@ -124,12 +125,6 @@ TEST_CASE("flash_attention equals the composite attention, forward and every gra
 TEST_CASE("flash_attention on bfloat16 operands: within bfloat16's rounding of the float64 attention, every mask",
           "[attention][values][bfloat16]") {
   constexpr double kRoundings = 4.0 / 512, kRoundingsDq = 16.0 / 512;  // in half-ulps of the largest value
-  const auto off = [](const Tensor& got, const Tensor& want) {
-    const auto w = want.to_vector<double>();
-    double largest = 0;
-    for (double x : w) largest = std::max(largest, std::abs(x));
-    return max_abs_diff(got, w) / largest;
-  };
   for (const AttentionCase& c : kAttentionCases) {
     DYNAMIC_SECTION(c.what) {
       const auto [q32, k32, v32, g32, blocked] = attention_inputs(c, DType::float32);
@@ -145,15 +140,15 @@ TEST_CASE("flash_attention on bfloat16 operands: within bfloat16's rounding of t
       const Tensor want = composite(a[0], a[1], a[2], blocked, scale, c.causal, c.p, gen_a);
       const Tensor got = flash_attention(b[0], b[1], b[2], blocked, scale, c.causal, c.p, c.p > 0, gen_b);
       CHECK(got.dtype() == DType::bfloat16);
-      INFO("output off by " << off(got, want) << " of its largest value");
-      CHECK(off(got, want) <= kRoundings);
+      INFO("output off by " << off_by_largest(got, want) << " of its largest value");
+      CHECK(off_by_largest(got, want) <= kRoundings);
       want.backward(g.to(DType::float64));
       got.backward(g);
       for (std::size_t i = 0; i < 3; ++i) {
         INFO("the gradient of "
-             << "qkv"[i] << ", off by " << off(b[i].grad(), a[i].grad()));
+             << "qkv"[i] << ", off by " << off_by_largest(b[i].grad(), a[i].grad()));
         CHECK(b[i].grad().dtype() == DType::bfloat16);
-        CHECK(off(b[i].grad(), a[i].grad()) <= (i == 0 ? kRoundingsDq : kRoundings));
+        CHECK(off_by_largest(b[i].grad(), a[i].grad()) <= (i == 0 ? kRoundingsDq : kRoundings));
       }
     }
   }
@@ -174,7 +169,7 @@ TEST_CASE("under bfloat16 autocast flash_attention multiplies bfloat16 copies an
                                  k.detach().to(DType::bfloat16).set_requires_grad(),
                                  v.detach().to(DType::bfloat16).set_requires_grad()};
   const Tensor want = flash_attention(b[0], b[1], b[2], blocked, 0.5, true);
-  CHECK(max_abs_diff(out, want) == 0);
+  CHECK(close(out, want, 0, 0));
   CHECK(max_abs_diff(out, flash_attention(q.detach(), k.detach(), v.detach(), blocked, 0.5, true)) > 0);
   out.backward(g);
   want.backward(g.to(DType::bfloat16));
@@ -183,7 +178,7 @@ TEST_CASE("under bfloat16 autocast flash_attention multiplies bfloat16 copies an
     INFO("the gradient of "
          << "qkv"[i]);
     CHECK(in[i]->grad().dtype() == DType::float32);
-    CHECK(max_abs_diff(in[i]->grad(), b[i].grad()) == 0);
+    CHECK(close(in[i]->grad(), b[i].grad(), 0, 0));
   }
 }
 
