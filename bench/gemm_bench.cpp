@@ -34,6 +34,7 @@ struct Case {
   std::int64_t m, k, n;
   const char* what;
   bool b_transposed = false;  // B held as [N, K] (a Linear's weight: x W^T), else [K, N]
+  bool a_transposed = false;  // A held as [K, M] (a weight's gradient: dY^T X), else [M, K]
 };
 
 template <class T>
@@ -126,11 +127,12 @@ struct OnednnBf16 {
   dnnl::stream stream{engine};
   std::unique_ptr<dnnl::matmul> prim;
   dnnl::memory a, b, c;
-  OnednnBf16(std::int64_t m, std::int64_t n, std::int64_t k, Bf16* pa, Bf16* pb, float* pc, bool b_transposed) {
+  OnednnBf16(std::int64_t m, std::int64_t n, std::int64_t k, Bf16* pa, Bf16* pb, float* pc, bool a_transposed,
+             bool b_transposed) {
     using dt = dnnl::memory::data_type;
     using tag = dnnl::memory::format_tag;
-    const dnnl::memory::desc a_md({m, k}, dt::bf16, tag::ab), b_md({k, n}, dt::bf16, b_transposed ? tag::ba : tag::ab),
-        c_md({m, n}, dt::f32, tag::ab);
+    const dnnl::memory::desc a_md({m, k}, dt::bf16, a_transposed ? tag::ba : tag::ab),
+        b_md({k, n}, dt::bf16, b_transposed ? tag::ba : tag::ab), c_md({m, n}, dt::f32, tag::ab);
     try {
       const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_md, c_md), engine);
       prim = std::make_unique<dnnl::matmul>(pd);
@@ -148,12 +150,15 @@ struct OnednnBf16 {
 
 int run_bf16(const std::string& json_path, bool quick) {
   // "x W^T": B held as a Linear holds its weight, [N, K], as the models multiply it (the tied LM head too).
+  // "dY^T X": A held as [K, M], a Linear's weight gradient over the batch's tokens (K = 16 x 128).
   std::vector<Case> cases = {
       {1024, 1024, 1024, "square"}, {2048, 2048, 2048, "square"}, {512, 512, 64, "attention x V"}};
   cases.insert(cases.end(), kModelShapes.begin(), kModelShapes.end());
   for (const Case& c :
        {Case{1024, 512, 2048, "FFN up x W^T", true}, Case{2048, 256, 688, "LM SwiGLU in x W^T", true},
-        Case{2048, 688, 256, "LM SwiGLU out x W^T", true}, Case{2048, 256, 2000, "LM head x E^T", true}})
+        Case{2048, 688, 256, "LM SwiGLU out x W^T", true}, Case{2048, 256, 2000, "LM head x E^T", true},
+        Case{256, 2048, 256, "LM dW q dY^T X", false, true}, Case{64, 2048, 256, "LM dW k dY^T X", false, true},
+        Case{688, 2048, 256, "LM dW in dY^T X", false, true}, Case{256, 2048, 688, "LM dW out dY^T X", false, true}})
     cases.push_back(c);
   if (quick) cases.resize(2);
   const dnnl_version_t* dnnl = dnnl_version();
@@ -176,18 +181,19 @@ int run_bf16(const std::string& json_path, bool quick) {
     std::vector<float> af(a.size()), bf(b.size()), ours(c.m * c.n), dnn(c.m * c.n), fp32(c.m * c.n);
     for (std::size_t i = 0; i < a.size(); ++i) a[i] = Bf16(u(rng)), af[i] = static_cast<float>(a[i]);
     for (std::size_t i = 0; i < b.size(); ++i) b[i] = Bf16(u(rng)), bf[i] = static_cast<float>(b[i]);
-    OnednnBf16 onednn(c.m, c.n, c.k, a.data(), b.data(), dnn.data(), c.b_transposed);
+    OnednnBf16 onednn(c.m, c.n, c.k, a.data(), b.data(), dnn.data(), c.a_transposed, c.b_transposed);
+    const std::int64_t rs_a = c.a_transposed ? 1 : c.k, cs_a = c.a_transposed ? c.m : 1;
     const std::int64_t rs_b = c.b_transposed ? 1 : c.n, cs_b = c.b_transposed ? c.k : 1;
     const double flops = 2.0 * static_cast<double>(c.m) * static_cast<double>(c.n) * static_cast<double>(c.k);
     for (const int threads : {1, 2}) {
       const auto [t_ours, t_fp32, t_dnn] = bench::best_of_rotation(
           3, quick ? 0.6 : 3.0,
           [&] {
-            cpu::gemm<float, Bf16>(c.m, c.n, c.k, 1.f, {a.data(), c.k, 1}, {b.data(), rs_b, cs_b}, 0.f,
+            cpu::gemm<float, Bf16>(c.m, c.n, c.k, 1.f, {a.data(), rs_a, cs_a}, {b.data(), rs_b, cs_b}, 0.f,
                                    {ours.data(), c.n, 1}, threads);
           },
           [&] {
-            cpu::gemm<float>(c.m, c.n, c.k, 1.f, {af.data(), c.k, 1}, {bf.data(), rs_b, cs_b}, 0.f,
+            cpu::gemm<float>(c.m, c.n, c.k, 1.f, {af.data(), rs_a, cs_a}, {bf.data(), rs_b, cs_b}, 0.f,
                              {fp32.data(), c.n, 1}, threads);
           },
           [&] {

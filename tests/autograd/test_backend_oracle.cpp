@@ -157,6 +157,17 @@ std::vector<Case> cases() {
       });
       STEPFORMER_BINARY_OPS(STEPFORMER_BINARY_CASE)
 #undef STEPFORMER_BINARY_CASE
+      // Unit-stride rows, which the CPU's float32 add, sub and mul run in SIMD clones (the cases above read a
+      // transposed view and a broadcast row).
+      add("binary", "binary add, sub, mul on unit-stride rows" + size, dt, [=](Device dev, Backend& b) {
+        const Tensor x = input(dev, {3, n}, 23, dt), y = input(dev, {3, n}, 24, dt);
+        std::vector<Tensor> outs;
+        for (BinaryOp op : {BinaryOp::add, BinaryOp::sub, BinaryOp::mul}) {
+          outs.push_back(sentinel(dev, {3, n}, dt));
+          b.binary(op, outs.back().desc(), x.desc(), y.desc());
+        }
+        return outs;
+      });
       add(
           "binary", "int64 add, sub, mul" + size, dt,
           [=](Device dev, Backend& b) {
@@ -468,6 +479,21 @@ std::vector<Case> cases() {
               return std::vector<Tensor>{out};
             },
             1, true);
+    // Unit-stride rows, which the CPU converts between float32 and bfloat16 in SIMD clones.
+    for (const bool to_bf16 : {true, false})
+      add(
+          "unary",
+          std::string("copy ") + (to_bf16 ? "float32 -> bfloat16" : "bfloat16 -> float32") + " on unit-stride rows" +
+              size,
+          bf16,
+          [=](Device dev, Backend& b) {
+            const Tensor wide = input(dev, {3, n}, 22, DType::float32, -300, 300);
+            const Tensor x = to_bf16 ? wide : wide.to(kCPU).to(bf16).to(dev);
+            Tensor out = sentinel(dev, {3, n}, to_bf16 ? bf16 : DType::float32);
+            b.unary(UnaryOp::copy, out.desc(), x.desc(), 0);
+            return std::vector<Tensor>{out};
+          },
+          1, true);
     add(
         "fill", "bfloat16, a transposed view" + size, bf16,
         [=](Device dev, Backend& b) {

@@ -2,12 +2,13 @@
 // the other backends (../elementwise_math.h); what is the CPU's own is the loop: rows of the last dim,
 // spread over OpenMP threads (strided.h). SiLU and its backward in float32 are the exception: the shared formula
 // reads libm's double exp one element at a time, so the CPU gives it vmath.h's float exp_approx instead, in SIMD
-// clones over unit-stride rows. The float32 -> bfloat16 cast takes the same clones: its rounding is integer bit
-// arithmetic that the baseline (SSE2) build of map1 leaves one element at a time. A copy within one dtype moves
-// bits (copy_bits).
+// clones over unit-stride rows. The casts between float32 and bfloat16, and float32 add, sub and mul, take the same
+// clones: map1 and map2, with strides known only at run time, stay one element at a time in the baseline (SSE2)
+// build. A copy within one dtype moves bits (copy_bits).
 #include <cstring>
 
 #include "../elementwise_math.h"
+#include "convert.h"
 #include "cpu_backend.h"
 #include "strided.h"
 #include "vmath.h"
@@ -63,8 +64,51 @@ void silu_float(const TensorDesc& out, const TensorDesc* g, const TensorDesc& x)
   });
 }
 
-STEPFORMER_SIMD_CLONES void bf16_row(const float* x, bfloat16* y, std::int64_t n) {
+}  // namespace
+
+STEPFORMER_SIMD_CLONES void round_row_to_bf16(const float* x, bfloat16* y, std::int64_t n) {
   for (std::int64_t i = 0; i < n; ++i) y[i] = bfloat16(x[i]);
+}
+STEPFORMER_SIMD_CLONES void widen_row_from_bf16(const bfloat16* x, float* y, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) y[i] = static_cast<float>(x[i]);
+}
+
+namespace {
+
+// The float32 arithmetic that the models' element-wise passes are made of (residual adds, gradient sums, SwiGLU's
+// product), on unit-stride rows in the clones: map2's loop, with its strides unknown, stays one SSE lane at a time.
+// One IEEE operation per element either way, so the bits are map2's.
+STEPFORMER_SIMD_CLONES void add_row(const float* a, const float* b, float* y, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) y[i] = a[i] + b[i];
+}
+STEPFORMER_SIMD_CLONES void sub_row(const float* a, const float* b, float* y, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) y[i] = a[i] - b[i];
+}
+STEPFORMER_SIMD_CLONES void mul_row(const float* a, const float* b, float* y, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) y[i] = a[i] * b[i];
+}
+
+// out = a op b for float32 add, sub and mul: rows where all three are unit-stride go to the clones.
+template <class F>
+void arith_float(const TensorDesc& out, const TensorDesc& a, const TensorDesc& b,
+                 void (*row)(const float*, const float*, float*, std::int64_t), F f) {
+  for_each_row<3>({&out, &a, &b}, [&](auto base, auto step, std::int64_t n) {
+    float* o = ptr<float>(out) + base[0];
+    const float* x = ptr<float>(a) + base[1];
+    const float* y = ptr<float>(b) + base[2];
+    if (step[0] == 1 && step[1] == 1 && step[2] == 1) return row(x, y, o, n);
+    for (std::int64_t i = 0; i < n; ++i) o[i * step[0]] = f(x[i * step[1]], y[i * step[2]]);
+  });
+}
+
+// to(float32) of a bfloat16 tensor (the backward of autocast's casts): exact, 16 zero bits appended.
+void widen_from_bf16(const TensorDesc& out, const TensorDesc& in) {
+  for_each_row<2>({&out, &in}, [&](auto base, auto step, std::int64_t n) {
+    float* o = ptr<float>(out) + base[0];
+    const bfloat16* x = ptr<bfloat16>(in) + base[1];
+    if (step[0] == 1 && step[1] == 1) return widen_row_from_bf16(x, o, n);
+    for (std::int64_t i = 0; i < n; ++i) o[i * step[0]] = static_cast<float>(x[i * step[1]]);
+  });
 }
 
 // to(bfloat16) of a float32 tensor: the same rounding as map1's (bfloat16(float)), unit-stride rows in the clones.
@@ -72,7 +116,7 @@ void cast_to_bf16(const TensorDesc& out, const TensorDesc& in) {
   for_each_row<2>({&out, &in}, [&](auto base, auto step, std::int64_t n) {
     bfloat16* o = ptr<bfloat16>(out) + base[0];
     const float* x = ptr<float>(in) + base[1];
-    if (step[0] == 1 && step[1] == 1) return bf16_row(x, o, n);
+    if (step[0] == 1 && step[1] == 1) return round_row_to_bf16(x, o, n);
     for (std::int64_t i = 0; i < n; ++i) o[i * step[0]] = bfloat16(x[i * step[1]]);
   });
 }
@@ -122,12 +166,19 @@ void CpuBackend::unary(UnaryOp op, const TensorDesc& out, const TensorDesc& in, 
   if (op == UnaryOp::silu && all_float32({&out, &in})) return silu_float(out, nullptr, in);
   if (op == UnaryOp::copy && out.dtype == in.dtype) return copy_bits(out, in);
   if (op == UnaryOp::copy && out.dtype == DType::bfloat16 && in.dtype == DType::float32) return cast_to_bf16(out, in);
+  if (op == UnaryOp::copy && out.dtype == DType::float32 && in.dtype == DType::bfloat16)
+    return widen_from_bf16(out, in);
   dispatch_unary(op, out.dtype, in.dtype, alpha, "cpu",
                  [&](auto f, auto to, auto from) { map1<decltype(to), decltype(from)>(out, in, f); });
 }
 
 void CpuBackend::binary(BinaryOp op, const TensorDesc& out, const TensorDesc& a, const TensorDesc& b) {
   if (op == BinaryOp::silu_backward && all_float32({&out, &a, &b})) return silu_float(out, &a, b);  // g, x
+  if (all_float32({&out, &a, &b})) {
+    if (op == BinaryOp::add) return arith_float(out, a, b, add_row, [](float x, float y) { return x + y; });
+    if (op == BinaryOp::sub) return arith_float(out, a, b, sub_row, [](float x, float y) { return x - y; });
+    if (op == BinaryOp::mul) return arith_float(out, a, b, mul_row, [](float x, float y) { return x * y; });
+  }
   dispatch_binary(op, a.dtype, "cpu", [&](auto f, auto to, auto t) { map2<decltype(to), decltype(t)>(out, a, b, f); });
 }
 

@@ -5,6 +5,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "convert.h"
 #include "cpu_backend.h"
 #include "gemm.h"
 #include "strided.h"
@@ -44,12 +45,24 @@ void CpuBackend::gemm(const TensorDesc& c, const TensorDesc& a, const TensorDesc
         thread_local std::vector<T> product;  // not scratch(): gemm() packs into this thread's scratch
         product.resize(static_cast<std::size_t>(M * N));
         T* const wide = product.data();
+        // The rows converted on the product's threads: autocast's backward products land here, a pass each.
+        const bool parallel = threads != 1 && M * N >= kParallelGrain;
         if (beta != 0)
-          for (std::int64_t i = 0; i < M; ++i)
-            for (std::int64_t j = 0; j < N; ++j) wide[i * N + j] = static_cast<T>(cp[i * rs + j * cs]);
+#pragma omp parallel for schedule(static) if (parallel)
+          for (std::int64_t i = 0; i < M; ++i) {
+            if (cs == 1)
+              widen_row_from_bf16(cp + i * rs, wide + i * N, N);
+            else
+              for (std::int64_t j = 0; j < N; ++j) wide[i * N + j] = static_cast<T>(cp[i * rs + j * cs]);
+          }
         cpu::gemm<T, TA>(M, N, K, static_cast<T>(alpha), av, bv, static_cast<T>(beta), {wide, N, 1}, threads);
-        for (std::int64_t i = 0; i < M; ++i)
-          for (std::int64_t j = 0; j < N; ++j) cp[i * rs + j * cs] = TC(wide[i * N + j]);
+#pragma omp parallel for schedule(static) if (parallel)
+        for (std::int64_t i = 0; i < M; ++i) {
+          if (cs == 1)
+            round_row_to_bf16(wide + i * N, cp + i * rs, N);
+          else
+            for (std::int64_t j = 0; j < N; ++j) cp[i * rs + j * cs] = TC(wide[i * N + j]);
+        }
       }
     };
     const std::int64_t flops = M * N * K;
