@@ -126,6 +126,8 @@ STEPFORMER_MATH_FN binary_result_t<op, T> binary_value(T x, T y) {
     return x * static_cast<T>(silu_derivative(y));  // g, x
   else if constexpr (op == BinaryOp::tanh_backward)
     return x * (T(1) - y * y);  // g, y
+  else if constexpr (op == BinaryOp::silu_mul)
+    return static_cast<T>(silu_value(x)) * y;  // gate, value
   else
     static_assert(kNoFormula<op>, "binary_value: a BinaryOp without a formula");
 }

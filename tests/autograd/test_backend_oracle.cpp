@@ -131,6 +131,12 @@ std::vector<Case> cases() {
                  input(dev, {3, n}, 14, dt, -20, 20).desc());
         return std::vector<Tensor>{out};
       });
+      add("binary", "binary silu_mul on unit-stride rows, x in [-20, 20]" + size, dt, [=](Device dev, Backend& b) {
+        Tensor out = sentinel(dev, {3, n}, dt);
+        b.binary(BinaryOp::silu_mul, out.desc(), input(dev, {3, n}, 15, dt, -20, 20).desc(),
+                 input(dev, {3, n}, 16, dt).desc());
+        return std::vector<Tensor>{out};
+      });
       add(
           "unary", "unary neg on int64" + size, dt,
           [=](Device dev, Backend& b) {

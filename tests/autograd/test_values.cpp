@@ -48,6 +48,24 @@ TEST_CASE("silu and swiglu: PyTorch's values, finite far below zero", "[ch00][va
   CHECK_THROWS_AS(swiglu(gate, f64({1, 2, 3}, {3})), ShapeError);
 }
 
+TEST_CASE("swiglu in float32 is silu then mul, bit for bit, forward and gradients", "[ch12][values]") {
+  // The op runs one fused pass (BinaryOp::silu_mul) where the composite runs two; both round silu(gate) to float32
+  // before the product, so the bits agree. Rows of 70 reach the vectorised loops and their tails.
+  Generator gen(3);
+  Tensor gate = uniform({4, 70}, -20, 20, gen), value = uniform({4, 70}, -2, 2, gen);
+  const Tensor g = uniform({4, 70}, -1, 1, gen);
+  gate.set_requires_grad(true), value.set_requires_grad(true);
+  const Tensor fused = swiglu(gate, value);
+  fused.backward(g);
+  const std::vector<float> fused_gate = gate.grad().to_vector<float>(), fused_value = value.grad().to_vector<float>();
+  gate.zero_grad(), value.zero_grad();
+  const Tensor composite = silu(gate) * value;
+  CHECK(fused.to_vector<float>() == composite.to_vector<float>());
+  composite.backward(g);
+  CHECK(fused_value == value.grad().to_vector<float>());
+  CHECK(fused_gate == gate.grad().to_vector<float>());
+}
+
 TEST_CASE("layer_norm: biased variance, eps inside the sqrt (seed 002's hand-rolled norm differs)", "[ch00][values]") {
   // torch.nn.functional.layer_norm(torch.tensor([[1., 2., 3., 4.]], dtype=torch.float64), (4,))
   const Tensor y = layer_norm(f64({1, 2, 3, 4}, {1, 4}), {}, {});

@@ -43,6 +43,23 @@ STEPFORMER_SIMD_CLONES void silu_backward_row(const float* g, const float* x, fl
   for (std::int64_t i = 0; i < n; ++i) out[i] = g[i] * silu_derivative_from_exp(x[i], exp_approx(-x[i]));
 }
 
+STEPFORMER_SIMD_CLONES void silu_mul_row(const float* x, const float* y, float* out, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) out[i] = silu_from_exp(x[i], exp_approx(-x[i])) * y[i];
+}
+
+// silu(x) * y in float32 with the SiLU above (SwiGLU's product: the gate's SiLU as silu_row rounds it, then the
+// product).
+void silu_mul_float(const TensorDesc& out, const TensorDesc& x, const TensorDesc& y) {
+  for_each_row<3>({&out, &x, &y}, [&](auto base, auto step, std::int64_t n) {
+    float* o = ptr<float>(out) + base[0];
+    const float* xr = ptr<float>(x) + base[1];
+    const float* yr = ptr<float>(y) + base[2];
+    if (step[0] == 1 && step[1] == 1 && step[2] == 1) return silu_mul_row(xr, yr, o, n);
+    for (std::int64_t i = 0; i < n; ++i)
+      o[i * step[0]] = silu_from_exp(xr[i * step[1]], exp_approx(-xr[i * step[1]])) * yr[i * step[2]];
+  });
+}
+
 // SiLU (forward, or backward with g) in float32: unit-stride rows through the clones, others element by element.
 void silu_float(const TensorDesc& out, const TensorDesc* g, const TensorDesc& x) {
   if (g) {
@@ -174,6 +191,7 @@ void CpuBackend::unary(UnaryOp op, const TensorDesc& out, const TensorDesc& in, 
 
 void CpuBackend::binary(BinaryOp op, const TensorDesc& out, const TensorDesc& a, const TensorDesc& b) {
   if (op == BinaryOp::silu_backward && all_float32({&out, &a, &b})) return silu_float(out, &a, b);  // g, x
+  if (op == BinaryOp::silu_mul && all_float32({&out, &a, &b})) return silu_mul_float(out, a, b);    // gate, value
   if (all_float32({&out, &a, &b})) {
     if (op == BinaryOp::add) return arith_float(out, a, b, add_row, [](float x, float y) { return x + y; });
     if (op == BinaryOp::sub) return arith_float(out, a, b, sub_row, [](float x, float y) { return x - y; });

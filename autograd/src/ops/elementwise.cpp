@@ -166,13 +166,13 @@ Tensor swiglu(const Tensor& gate, const Tensor& value) {
   if (gate.shape() != value.shape())
     throw ShapeError(fmt::format("swiglu: gate {} and value {} must have the same shape", to_string(gate.shape()),
                                  to_string(value.shape())));
-  Tensor out = binary_kernel("swiglu", BinaryOp::mul, unary_kernel(UnaryOp::silu, gate), value, gate.dtype());
+  Tensor out = binary_kernel("swiglu", BinaryOp::silu_mul, gate, value, gate.dtype());
   record(Op::swiglu, out, {gate, value}, {gate, value},
          [](const Tensor& g, const Tensor& gate_in, const Tensor& value_in) -> Gradients {
            // EXERCISE 12.3: ggate = g value silu'(gate); gvalue = g silu(gate)
            const Tensor g_gate =
                binary_kernel("backward", BinaryOp::silu_backward, mul(g, value_in), gate_in, g.dtype());
-           const Tensor g_value = mul(g, silu(gate_in));
+           const Tensor g_value = binary_kernel("backward", BinaryOp::silu_mul, gate_in, g, g.dtype());
            return {g_gate, g_value};
            // END EXERCISE
          });
