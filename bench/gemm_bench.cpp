@@ -158,7 +158,8 @@ int run_bf16(const std::string& json_path, bool quick) {
        {Case{1024, 512, 2048, "FFN up x W^T", true}, Case{2048, 256, 688, "LM SwiGLU in x W^T", true},
         Case{2048, 688, 256, "LM SwiGLU out x W^T", true}, Case{2048, 256, 2000, "LM head x E^T", true},
         Case{256, 2048, 256, "LM dW q dY^T X", false, true}, Case{64, 2048, 256, "LM dW k dY^T X", false, true},
-        Case{688, 2048, 256, "LM dW in dY^T X", false, true}, Case{256, 2048, 688, "LM dW out dY^T X", false, true}})
+        Case{688, 2048, 256, "LM dW in dY^T X", false, true}, Case{2000, 2048, 256, "LM dE dY^T X", false, true},
+        Case{256, 2048, 688, "LM dW out dY^T X", false, true}})
     cases.push_back(c);
   if (quick) cases.resize(2);
   const dnnl_version_t* dnnl = dnnl_version();
