@@ -1,5 +1,6 @@
 // softmax and log_softmax over one dim, stable: the kernel subtracts the row's max before exp.
-// The kernel works on contiguous rows of the last dim; another dim is moved last and back (views).
+// The kernel works on contiguous rows of the last dim; another dim is moved last and back (views). bfloat16 input
+// goes through float32.
 #include "common.h"
 
 namespace stepformer {
@@ -8,6 +9,11 @@ namespace {
 
 Tensor softmax_impl(Op op, const char* name, const Tensor& a, std::int64_t dim) {
   detail::check_operands(name, {&a});
+  if (a.dtype() == DType::bfloat16)
+    // bfloat16 rows: the float32 kernel on the widened values, the result rounded once, as PyTorch's bfloat16
+    // softmax keeps float32 statistics. Deviation: the backward reads the float32 output (PyTorch's reads its
+    // bfloat16 output, a rounding apart) and keeps it, twice the bytes.
+    return softmax_impl(op, name, a.to(DType::float32), dim).to(DType::bfloat16);
   detail::check_full_precision(name, a);
   const std::int64_t d = wrap_dim(name, dim, a.dim());
   const std::int64_t last = std::max<std::int64_t>(a.dim() - 1, 0);
