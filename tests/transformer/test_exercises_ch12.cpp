@@ -138,16 +138,21 @@ TEST_CASE("ex12.3: swiglu's backward: g value silu'(gate) to the gate, g silu(ga
   gate.set_requires_grad(true);
   value.set_requires_grad(true);
   swiglu(gate, value).backward(from_vector(gout, {4}, {DType::float64}));
-  std::vector<double> want_gate, want_value;
+  std::vector<double> want_gate, want_value, silu_of_g;
   for (std::size_t i = 0; i < 4; ++i) {
     const double s = 1 / (1 + std::exp(-gv[i]));
     want_gate.push_back(gout[i] * vv[i] * s * (1 + gv[i] * (1 - s)));
     want_value.push_back(gout[i] * gv[i] * s);
+    silu_of_g.push_back(gv[i] * gout[i] / (1 + std::exp(-gout[i])));  // silu_mul(g, gate) = silu(g) gate
   }
   const auto got_gate = gate.grad().to_vector<double>(), got_value = value.grad().to_vector<double>();
   std::string diagnosis = "d/dgate = g * value * silu'(gate), d/dvalue = g * silu(gate)";
   if (max_diff(got_gate, want_value) < 1e-9 && max_diff(got_value, want_gate) < 1e-9)
     diagnosis = mistake("gate-value-swapped", "the gate's gradient given to the value and the value's to the gate");
+  else if (max_diff(got_value, silu_of_g) < 1e-9)
+    diagnosis = mistake("silu-mul-swapped",
+                        "silu_mul(x, y) is silu(x) * y: the value's gradient is "
+                        "silu_mul(gate, g), the SiLU of the gate, not of the gradient");
   INFO(diagnosis);
   CHECK(max_diff(got_gate, want_gate) < 1e-9);
   CHECK(max_diff(got_value, want_value) < 1e-9);

@@ -47,32 +47,8 @@ STEPFORMER_SIMD_CLONES void silu_mul_row(const float* x, const float* y, float* 
   for (std::int64_t i = 0; i < n; ++i) out[i] = silu_from_exp(x[i], exp_approx(-x[i])) * y[i];
 }
 
-// silu(x) * y in float32 with the SiLU above (SwiGLU's product: the gate's SiLU as silu_row rounds it, then the
-// product).
-void silu_mul_float(const TensorDesc& out, const TensorDesc& x, const TensorDesc& y) {
-  for_each_row<3>({&out, &x, &y}, [&](auto base, auto step, std::int64_t n) {
-    float* o = ptr<float>(out) + base[0];
-    const float* xr = ptr<float>(x) + base[1];
-    const float* yr = ptr<float>(y) + base[2];
-    if (step[0] == 1 && step[1] == 1 && step[2] == 1) return silu_mul_row(xr, yr, o, n);
-    for (std::int64_t i = 0; i < n; ++i)
-      o[i * step[0]] = silu_from_exp(xr[i * step[1]], exp_approx(-xr[i * step[1]])) * yr[i * step[2]];
-  });
-}
-
-// SiLU (forward, or backward with g) in float32: unit-stride rows through the clones, others element by element.
-void silu_float(const TensorDesc& out, const TensorDesc* g, const TensorDesc& x) {
-  if (g) {
-    for_each_row<3>({&out, g, &x}, [&](auto base, auto step, std::int64_t n) {
-      float* o = ptr<float>(out) + base[0];
-      const float* gr = ptr<float>(*g) + base[1];
-      const float* xr = ptr<float>(x) + base[2];
-      if (step[0] == 1 && step[1] == 1 && step[2] == 1) return silu_backward_row(gr, xr, o, n);
-      for (std::int64_t i = 0; i < n; ++i)
-        o[i * step[0]] = gr[i * step[1]] * silu_derivative_from_exp(xr[i * step[2]], exp_approx(-xr[i * step[2]]));
-    });
-    return;
-  }
+// SiLU in float32: unit-stride rows through the clone, others element by element.
+void silu_float(const TensorDesc& out, const TensorDesc& x) {
   for_each_row<2>({&out, &x}, [&](auto base, auto step, std::int64_t n) {
     float* o = ptr<float>(out) + base[0];
     const float* xr = ptr<float>(x) + base[1];
@@ -92,9 +68,9 @@ STEPFORMER_SIMD_CLONES void widen_row_from_bf16(const bfloat16* x, float* y, std
 
 namespace {
 
-// The float32 arithmetic that the models' element-wise passes are made of (residual adds, gradient sums, SwiGLU's
-// product), on unit-stride rows in the clones: map2's loop, with its strides unknown, stays one SSE lane at a time.
-// One IEEE operation per element either way, so the bits are map2's.
+// The float32 arithmetic that the models' element-wise passes are made of (residual adds, gradient sums), on
+// unit-stride rows in the clones: map2's loop, with its strides unknown, stays one SSE lane at a time. One IEEE
+// operation per element either way, so the bits are map2's.
 STEPFORMER_SIMD_CLONES void add_row(const float* a, const float* b, float* y, std::int64_t n) {
   for (std::int64_t i = 0; i < n; ++i) y[i] = a[i] + b[i];
 }
@@ -105,10 +81,10 @@ STEPFORMER_SIMD_CLONES void mul_row(const float* a, const float* b, float* y, st
   for (std::int64_t i = 0; i < n; ++i) y[i] = a[i] * b[i];
 }
 
-// out = a op b for float32 add, sub and mul: rows where all three are unit-stride go to the clones.
+// out = f(a, b) in float32: rows where all three are unit-stride go to `row`, a clone of the same loop.
 template <class F>
-void arith_float(const TensorDesc& out, const TensorDesc& a, const TensorDesc& b,
-                 void (*row)(const float*, const float*, float*, std::int64_t), F f) {
+void binary_float(const TensorDesc& out, const TensorDesc& a, const TensorDesc& b,
+                  void (*row)(const float*, const float*, float*, std::int64_t), F f) {
   for_each_row<3>({&out, &a, &b}, [&](auto base, auto step, std::int64_t n) {
     float* o = ptr<float>(out) + base[0];
     const float* x = ptr<float>(a) + base[1];
@@ -118,23 +94,15 @@ void arith_float(const TensorDesc& out, const TensorDesc& a, const TensorDesc& b
   });
 }
 
-// to(float32) of a bfloat16 tensor (the backward of autocast's casts): exact, 16 zero bits appended.
-void widen_from_bf16(const TensorDesc& out, const TensorDesc& in) {
+// A cast between float32 and bfloat16 (autocast's, and their backward): unit-stride rows through `row`, the clone
+// of the same conversion, others element by element.
+template <class TO, class TI>
+void cast_rows(const TensorDesc& out, const TensorDesc& in, void (*row)(const TI*, TO*, std::int64_t)) {
   for_each_row<2>({&out, &in}, [&](auto base, auto step, std::int64_t n) {
-    float* o = ptr<float>(out) + base[0];
-    const bfloat16* x = ptr<bfloat16>(in) + base[1];
-    if (step[0] == 1 && step[1] == 1) return widen_row_from_bf16(x, o, n);
-    for (std::int64_t i = 0; i < n; ++i) o[i * step[0]] = static_cast<float>(x[i * step[1]]);
-  });
-}
-
-// to(bfloat16) of a float32 tensor: the same rounding as map1's (bfloat16(float)), unit-stride rows in the clones.
-void cast_to_bf16(const TensorDesc& out, const TensorDesc& in) {
-  for_each_row<2>({&out, &in}, [&](auto base, auto step, std::int64_t n) {
-    bfloat16* o = ptr<bfloat16>(out) + base[0];
-    const float* x = ptr<float>(in) + base[1];
-    if (step[0] == 1 && step[1] == 1) return round_row_to_bf16(x, o, n);
-    for (std::int64_t i = 0; i < n; ++i) o[i * step[0]] = bfloat16(x[i * step[1]]);
+    TO* o = ptr<TO>(out) + base[0];
+    const TI* x = ptr<TI>(in) + base[1];
+    if (step[0] == 1 && step[1] == 1) return row(x, o, n);
+    for (std::int64_t i = 0; i < n; ++i) o[i * step[0]] = static_cast<TO>(x[i * step[1]]);
   });
 }
 
@@ -180,24 +148,37 @@ void CpuBackend::fill(const TensorDesc& out, double value) {
 }
 
 void CpuBackend::unary(UnaryOp op, const TensorDesc& out, const TensorDesc& in, double alpha) {
-  if (op == UnaryOp::silu && all_float32({&out, &in})) return silu_float(out, nullptr, in);
+  if (op == UnaryOp::silu && all_float32({&out, &in})) return silu_float(out, in);
   if (op == UnaryOp::copy && out.dtype == in.dtype) return copy_bits(out, in);
-  if (op == UnaryOp::copy && out.dtype == DType::bfloat16 && in.dtype == DType::float32) return cast_to_bf16(out, in);
+  if (op == UnaryOp::copy && out.dtype == DType::bfloat16 && in.dtype == DType::float32)
+    return cast_rows(out, in, round_row_to_bf16);
   if (op == UnaryOp::copy && out.dtype == DType::float32 && in.dtype == DType::bfloat16)
-    return widen_from_bf16(out, in);
+    return cast_rows(out, in, widen_row_from_bf16);
   dispatch_unary(op, out.dtype, in.dtype, alpha, "cpu",
                  [&](auto f, auto to, auto from) { map1<decltype(to), decltype(from)>(out, in, f); });
 }
 
-void CpuBackend::binary(BinaryOp op, const TensorDesc& out, const TensorDesc& a, const TensorDesc& b) {
-  if (op == BinaryOp::silu_backward && all_float32({&out, &a, &b})) return silu_float(out, &a, b);  // g, x
-  if (op == BinaryOp::silu_mul && all_float32({&out, &a, &b})) return silu_mul_float(out, a, b);    // gate, value
-  if (all_float32({&out, &a, &b})) {
-    if (op == BinaryOp::add) return arith_float(out, a, b, add_row, [](float x, float y) { return x + y; });
-    if (op == BinaryOp::sub) return arith_float(out, a, b, sub_row, [](float x, float y) { return x - y; });
-    if (op == BinaryOp::mul) return arith_float(out, a, b, mul_row, [](float x, float y) { return x * y; });
-  }
+namespace {
+// Any dtype and op through the shared formulas (map2).
+void map_binary(BinaryOp op, const TensorDesc& out, const TensorDesc& a, const TensorDesc& b) {
   dispatch_binary(op, a.dtype, "cpu", [&](auto f, auto to, auto t) { map2<decltype(to), decltype(t)>(out, a, b, f); });
+}
+}  // namespace
+
+void CpuBackend::binary(BinaryOp op, const TensorDesc& out, const TensorDesc& a, const TensorDesc& b) {
+  if (!all_float32({&out, &a, &b})) return map_binary(op, out, a, b);
+  switch (op) {
+    case BinaryOp::add: return binary_float(out, a, b, add_row, [](float x, float y) { return x + y; });
+    case BinaryOp::sub: return binary_float(out, a, b, sub_row, [](float x, float y) { return x - y; });
+    case BinaryOp::mul: return binary_float(out, a, b, mul_row, [](float x, float y) { return x * y; });
+    case BinaryOp::silu_backward:  // g, x
+      return binary_float(out, a, b, silu_backward_row,
+                          [](float g, float x) { return g * silu_derivative_from_exp(x, exp_approx(-x)); });
+    case BinaryOp::silu_mul:  // gate, value
+      return binary_float(out, a, b, silu_mul_row,
+                          [](float x, float y) { return silu_from_exp(x, exp_approx(-x)) * y; });
+    default: return map_binary(op, out, a, b);
+  }
 }
 
 void CpuBackend::where(const TensorDesc& out, const TensorDesc& cond, const TensorDesc& a, const TensorDesc& b) {
