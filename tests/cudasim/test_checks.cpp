@@ -2,6 +2,7 @@
 // each bug is reported with its checker, kind, kernel, threads and location, under every schedule; the same
 // kernel fixed is clean under every schedule with every check on. This file is instrumented as the
 // project's kernels are: the kernels below are plain CUDA.
+#include <algorithm>
 #include <catch2/catch_test_macros.hpp>
 #include <string>
 #include <vector>
@@ -62,6 +63,29 @@ __global__ void row_sums(const float* m, float* out, int rows, int cols, bool of
   float s = 0;
   for (int k = 0; k < cols + (off_by_one ? 1 : 0); ++k) s += m[r * cols + k];
   out[r] = s;
+}
+
+// 1c. A tile of 64 floats filled twice by cp.async (threads 0-15 copy 16 bytes each) and read mirrored after each
+// fill. Started before the barrier that ends the first reads (and waited for after it), the second fill may land
+// while other threads still read the first: a GPU moves the bytes at any moment from the copy to the wait.
+__global__ void refill_tile(const float* in, float* out, bool copy_before_barrier) {
+  alignas(16) __shared__ float tile[64];
+  const unsigned t = threadIdx.x;
+  cudasim::AsyncCopies<1> copies;
+  const auto fill = [&](int round) {
+    if (t < 16) copies.copy16(tile + 4 * t, in + 64 * round + 4 * t, true);
+    copies.commit();
+  };
+  fill(0);
+  copies.wait<0>();
+  __syncthreads();
+  out[t] = tile[63 - t];
+  if (copy_before_barrier) fill(1);
+  __syncthreads();
+  if (!copy_before_barrier) fill(1);
+  copies.wait<0>();
+  __syncthreads();
+  out[64 + t] = tile[63 - t];
 }
 
 // 4. Four floats at once through a 16-byte vector load, from an address that is not a multiple of 16.
@@ -194,6 +218,29 @@ TEST_CASE("racecheck: blocks adding into one global total without an atomic", "[
   const auto fixed =
       under_every_schedule([&] { launch(add_block_values, dim3(4), dim3(32), 0, in.data, total.data, true); });
   for (const auto& reports : fixed) CHECK(all_messages(reports).empty());
+}
+
+TEST_CASE("racecheck: a cp.async started before the barrier that ends the reads of its tile",
+          "[cudasim][check][ch09]") {
+  DeviceArray<float> in(iota(128)), out(128);
+  const auto bad = under_every_schedule([&] { launch(refill_tile, dim3(1), dim3(64), 0, in.data, out.data, true); });
+  for (const auto& reports : bad) {
+    INFO(all_messages(reports));
+    const Report* r = find(reports, "racecheck");
+    REQUIRE(r != nullptr);
+    CHECK(r->kernel == "refill_tile");
+    CHECK(contains(r->location, "shared tile + element "));
+    // The write is where the copy starts (the wait lands the bytes after the barrier, ordered): by schedule, a
+    // read of the first fill before or after it.
+    CHECK((r->kind == "write-after-read" || r->kind == "read-after-write"));
+    CHECK(r->has_other);
+    CHECK((r->kind == "write-after-read" ? r->thread.x : r->other_thread.x) < 16);  // a copying thread
+  }
+  const auto fixed = under_every_schedule([&] { launch(refill_tile, dim3(1), dim3(64), 0, in.data, out.data, false); });
+  for (const auto& reports : fixed) CHECK(all_messages(reports).empty());
+  const std::vector<float> got = out.host();
+  CHECK(got[0] == 63.f);
+  CHECK(got[64] == 127.f);
 }
 
 TEST_CASE("racecheck: a global value published by one thread and read by another of its block",

@@ -220,6 +220,94 @@ TEST_CASE("cuda-sim: mma.sync multiplies a warp's fragments as the PTX ISA lays 
   CHECK(partial.find("the warp has 16 lanes; the instruction needs all 32") != std::string::npos);
 }
 
+// ldmatrix.x4 as the PTX ISA lays it out, written out here once more: lane 8q + r gives row r of 8 x 8 matrix q;
+// lane 4r + w receives, in d[q], values (r, 2w) and (r, 2w + 1) of matrix q (the first in the low half), or with
+// .trans values (2w, r) and (2w + 1, r). Every value is distinct, so any other hand-out shows.
+TEST_CASE(
+    "cuda-sim: ldmatrix hands out the rows the lanes gave as the PTX ISA lays them out, with and without .trans; a "
+    "partial warp stops",
+    "[cudasim][ch09]") {
+  std::uint16_t m[4][8][8];
+  for (int q = 0; q < 4; ++q)
+    for (int r = 0; r < 8; ++r)
+      for (int c = 0; c < 8; ++c) m[q][r][c] = static_cast<std::uint16_t>(64 * q + 8 * r + c);
+  for (const bool trans : {false, true}) {
+    std::uint32_t got[32][4];
+    auto kernel = [](const std::uint16_t(*mats)[8][8], std::uint32_t(*out)[4], bool tr) {
+      const int lane = static_cast<int>(threadIdx.x) % 32;
+      std::uint32_t row[4], d[4];
+      std::memcpy(row, mats[lane / 8][lane % 8], sizeof row);
+      cudasim::ldmatrix_x4(d, row, tr, {__FILE__, __LINE__});
+      std::memcpy(out[lane], d, sizeof d);
+    };
+    in_every_schedule([&] {
+      launch(kernel, dim3(1), dim3(32), 0, m, got, trans);
+      for (int lane = 0; lane < 32; ++lane)
+        for (int q = 0; q < 4; ++q) {
+          const int r = lane / 4, w = lane % 4;
+          const std::uint32_t low = trans ? m[q][2 * w][r] : m[q][r][2 * w];
+          const std::uint32_t high = trans ? m[q][2 * w + 1][r] : m[q][r][2 * w + 1];
+          INFO((trans ? "ldmatrix.trans" : "ldmatrix") << ", lane " << lane << ", matrix " << q);
+          CHECK(got[lane][q] == (low | high << 16));
+        }
+    });
+    std::string partial;
+    try {
+      launch(kernel, dim3(1), dim3(16), 0, m, got, trans);
+    } catch (const cudasim::check::CheckError& e) {
+      partial = e.what();
+    }
+    CHECK(partial.find(trans ? "warp 0: ldmatrix.x4.trans" : "warp 0: ldmatrix.x4 (") != std::string::npos);
+    CHECK(partial.find("the warp has 16 lanes; the instruction needs all 32") != std::string::npos);
+  }
+}
+
+// cp.async's groups: wait<N> lands all but the N newest; until then the destination reads as NaN (the bytes are
+// undefined there on a GPU), and a copy without `fill` lands zeros.
+TEST_CASE("cuda-sim: cp.async lands a group at the wait that leaves it out; before, its bytes are NaN",
+          "[cudasim][ch09]") {
+  alignas(16) float src[12] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
+  float seen[4][12];
+  launch(
+      [](const float* from, float(*out)[12]) {
+        alignas(16) float dst[12] = {};
+        cudasim::AsyncCopies<4> copies;
+        copies.copy16(dst, from, true);
+        copies.commit();
+        copies.copy16(dst + 4, from + 4, true);
+        copies.copy16(dst + 8, from + 8, false);
+        copies.commit();
+        std::memcpy(out[0], dst, sizeof dst);  // nothing landed
+        copies.wait<1>();
+        std::memcpy(out[1], dst, sizeof dst);  // the first group
+        copies.wait<1>();
+        std::memcpy(out[2], dst, sizeof dst);  // still one group in flight
+        copies.wait<0>();
+        std::memcpy(out[3], dst, sizeof dst);
+      },
+      dim3(1), dim3(1), 0, src, seen);
+  for (int i = 0; i < 12; ++i) {
+    INFO("value " << i);
+    CHECK(std::isnan(seen[0][i]));
+    CHECK((i < 4 ? seen[1][i] == src[i] : std::isnan(seen[1][i])));
+    CHECK((i < 4 ? seen[2][i] == src[i] : std::isnan(seen[2][i])));
+    CHECK(seen[3][i] == (i < 8 ? src[i] : 0.f));
+  }
+  std::string overflow;
+  try {
+    launch(
+        [](const float* from) {
+          alignas(16) float dst[12];
+          cudasim::AsyncCopies<2> copies;
+          for (int i = 0; i < 3; ++i) copies.copy16(dst + 4 * i, from + 4 * i, true);
+        },
+        dim3(1), dim3(1), 0, src);
+  } catch (const std::length_error& e) {
+    overflow = e.what();
+  }
+  CHECK(overflow.find("more than 2 cp.async copies in flight") != std::string::npos);
+}
+
 TEST_CASE("cuda-sim: a shuffle reading an absent lane of a partial warp gets poison (NaN)", "[cudasim][ch09]") {
   std::vector<float> got(40);
   launch(

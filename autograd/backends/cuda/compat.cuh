@@ -56,6 +56,57 @@ __device__ __forceinline__ void mma_m16n8k16_bf16(float (&d)[4], const std::uint
   __trap();  // never launched: has_bf16_tensor_cores() is false there
 #endif
 }
+// A warp loads four 8 x 8 matrices of 16-bit values from shared memory straight into mma.sync's fragments (PTX
+// ISA, "Warp-level matrix load instruction: ldmatrix"): lane 8q + r gives `row`, the address of row r of matrix q
+// (16 bytes, 16-byte aligned), and lane 4r + w receives word w of row r of matrix q in d[q]; with `trans`, that of
+// the transposed matrix. The layout is written out in autograd/cudasim/src/mma.h.
+__device__ __forceinline__ void ldmatrix_x4(std::uint32_t (&d)[4], const void* row, bool trans) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  const unsigned address = static_cast<unsigned>(__cvta_generic_to_shared(row));
+  if (trans)
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
+                 : "r"(address)
+                 : "memory");
+  else
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
+                 : "r"(address)
+                 : "memory");
+#else
+  __trap();  // never launched: has_bf16_tensor_cores() is false there
+#endif
+}
+
+// A thread's asynchronous copies from global to shared memory (PTX ISA, "cp.async"): copy16 starts moving 16
+// bytes (16-byte aligned at both ends; zeros when `fill` is false, and then nothing is read), commit closes the
+// group of copies started since the last commit, wait<N>() returns once all but the N newest groups have landed.
+// The bytes are visible to this thread after the wait and to the block after a __syncthreads that follows it.
+template <int kCapacity>
+class AsyncCopies {
+ public:
+  __device__ __forceinline__ void copy16(void* shared_dst, const void* global_src, bool fill) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(shared_dst));
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(global_src), "r"(fill ? 16 : 0)
+                 : "memory");
+#else
+    __trap();
+#endif
+  }
+  __device__ __forceinline__ void commit() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+#endif
+  }
+  template <int kPending>
+  __device__ __forceinline__ void wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
+#endif
+  }
+};
+
 inline bool has_bf16_tensor_cores() {
   int device = 0, major = 0;
   STEPFORMER_CUDA_CHECK(cudaGetDevice(&device));
@@ -89,8 +140,29 @@ inline void mma_m16n8k16_bf16(float (&d)[4], const std::uint32_t (&a)[4], const 
                               const char* file = __builtin_FILE(), unsigned line = __builtin_LINE()) {
   cudasim::mma_m16n8k16_bf16(d, a, b, {file, line});
 }
+// ldmatrix, emulated: each lane loads its own row (kernel code, so the checker and the profiler see a 16-byte
+// shared load per lane, as the instruction makes), then the warp meets once to hand out the fragments.
+inline void ldmatrix_x4(std::uint32_t (&d)[4], const void* row, bool trans, const char* file = __builtin_FILE(),
+                        unsigned line = __builtin_LINE()) {
+  const cudasim::Words16 mine = *static_cast<const cudasim::Words16*>(row);
+  const std::uint32_t words[4] = {mine[0], mine[1], mine[2], mine[3]};
+  cudasim::ldmatrix_x4(d, words, trans, {file, line});
+}
+
+// cp.async, emulated in kernel code (cudasim.h).
+template <int kCapacity>
+using AsyncCopies = cudasim::AsyncCopies<kCapacity>;
+
 inline bool has_bf16_tensor_cores() { return true; }
 }  // namespace stepformer::STEPFORMER_CUDA_NS
+#endif
+
+// A loop over a fixed count unrolled by nvcc, so that arrays indexed by its counter (a GEMM's sums) stay in registers
+// rather than in local memory; nothing under g++ (cuda-sim runs the loop as written).
+#if defined(__CUDACC__)
+#define STEPFORMER_UNROLL _Pragma("unroll")
+#else
+#define STEPFORMER_UNROLL
 #endif
 
 namespace stepformer::STEPFORMER_CUDA_NS {

@@ -42,6 +42,8 @@ struct Region {
 
 std::uintptr_t shared_begin = 0;
 std::size_t shared_bytes = 0;
+// NotCounted's depth on this OS thread (a block's CUDA threads all run on one; none yields inside one).
+thread_local int not_counted = 0;
 std::vector<Cell> shared_cells;   // static __shared__ variables (the cudasim_shared section)
 std::vector<Cell> dynamic_cells;  // the launch's dynamic shared memory
 std::uintptr_t dynamic_begin = 0;
@@ -131,7 +133,7 @@ void access(const void* address, unsigned size, bool write, bool atomic, const v
   if (l == nullptr || l->b == nullptr || l->b->current < 0) return;
   const Block& b = *l->b;
   const auto a = reinterpret_cast<std::uintptr_t>(address);
-  if (profiling_on && !atomic) {
+  if (profiling_on && !atomic && not_counted == 0) {
     const bool shared = a - shared_begin < shared_bytes || a - dynamic_begin < dynamic_bytes;
     if (shared || arena().contains(a)) profile_access(*l, a, size, write, shared, code);
   }
@@ -307,6 +309,9 @@ void check_launch_end(Launch& l) {
 }
 
 }  // namespace detail
+
+NotCounted::NotCounted() { ++not_counted; }
+NotCounted::~NotCounted() { --not_counted; }
 
 // --- atomics (out of line: not seen as plain loads and stores) ---------------------------------------------
 

@@ -1,5 +1,6 @@
 // The tensor cores' mma.sync, emulated (mma.h): gather A and B from the 32 lanes' fragments, then each lane's
 // four sums. The products of two bfloat16 values are exact in float32; the order of the additions is ours.
+// ldmatrix: gather the 32 rows, then hand each lane its words.
 #include "mma.h"
 
 #include <cstring>
@@ -38,6 +39,24 @@ void mma_bf16(const std::uint64_t (&lanes)[32]) {
       float sum = f.d[i];
       for (int k = 0; k < 16; ++k) sum += a[row][k] * b[k][col];
       f.d[i] = sum;
+    }
+  }
+}
+
+void ldmatrix_x4(const std::uint64_t (&lanes)[32], bool trans) {
+  std::uint16_t m[4][8][8];  // [matrix][row][column], as the lanes loaded them
+  for (int lane = 0; lane < 32; ++lane) {
+    const LdmatrixRow& mine = *reinterpret_cast<const LdmatrixRow*>(lanes[static_cast<std::size_t>(lane)]);
+    for (int c = 0; c < 8; ++c)
+      m[lane / 8][lane % 8][c] = static_cast<std::uint16_t>(mine.row[c / 2] >> (16 * (c % 2)) & 0xFFFFu);
+  }
+  for (int lane = 0; lane < 32; ++lane) {
+    const LdmatrixRow& mine = *reinterpret_cast<const LdmatrixRow*>(lanes[static_cast<std::size_t>(lane)]);
+    const int r = lane / 4, w = lane % 4;
+    for (int q = 0; q < 4; ++q) {
+      const std::uint32_t low = trans ? m[q][2 * w][r] : m[q][r][2 * w];
+      const std::uint32_t high = trans ? m[q][2 * w + 1][r] : m[q][r][2 * w + 1];
+      mine.d[q] = low | high << 16;
     }
   }
 }

@@ -25,7 +25,7 @@ struct Thread {
 };
 
 // One warp collective in progress: the lanes that arrived, their values, and when all have, the results.
-enum class Collective { shuffle, ballot, syncwarp, mma };
+enum class Collective { shuffle, ballot, syncwarp, mma, ldmatrix, ldmatrix_trans };
 
 struct WarpOp {
   bool active = false;

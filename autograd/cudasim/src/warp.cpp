@@ -1,6 +1,6 @@
-// Warp collectives (cudasim.h): __shfl_*_sync, __ballot_sync, __syncwarp and the tensor cores' mma.sync, as one
-// meeting of the warp's lanes that the last to arrive completes for all; the scheduler (cudasim.cpp) suspends
-// and wakes the lanes.
+// Warp collectives (cudasim.h): __shfl_*_sync, __ballot_sync, __syncwarp, the tensor cores' mma.sync and ldmatrix,
+// as one meeting of the warp's lanes that the last to arrive completes for all; the scheduler (cudasim.cpp)
+// suspends and wakes the lanes.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -26,6 +26,8 @@ const char* name_of(Collective c) {
     case Collective::ballot: return "__ballot_sync";
     case Collective::syncwarp: return "__syncwarp";
     case Collective::mma: return "mma.sync";
+    case Collective::ldmatrix: return "ldmatrix.x4";
+    case Collective::ldmatrix_trans: return "ldmatrix.x4.trans";
   }
   return "?";
 }
@@ -72,7 +74,8 @@ std::uint64_t collective(Collective kind, unsigned mask, std::uint64_t value, Sh
   if (!(mask >> lane & 1u)) misuse(l, warp, call_text(kind, mask, site), "the mask leaves out a lane that calls it");
   if (width < 1 || width > 32 || (width & (width - 1)))
     misuse(l, warp, call_text(kind, mask, site), fmt::format("width {} is not a power of 2 in [1, 32]", width));
-  if (kind == Collective::mma && present != 0xffffffffu)
+  const bool whole_warp = kind == Collective::mma || kind == Collective::ldmatrix || kind == Collective::ldmatrix_trans;
+  if (whole_warp && present != 0xffffffffu)
     misuse(l, warp, call_text(kind, mask, site),
            fmt::format("the warp has {} lanes; the instruction needs all 32", lanes_here));
   WarpOp& op = b.warps[static_cast<std::size_t>(warp)];
@@ -113,6 +116,8 @@ std::uint64_t collective(Collective kind, unsigned mask, std::uint64_t value, Sh
   for (int k = 0; k < 32; ++k)
     if (op.arrived >> k & 1u) votes |= (op.values[k] != 0) << k;
   if (kind == Collective::mma) mma_bf16(op.values);  // each value: the address of a lane's MmaFragments
+  if (kind == Collective::ldmatrix || kind == Collective::ldmatrix_trans)  // each: a lane's LdmatrixRow
+    ldmatrix_x4(op.values, kind == Collective::ldmatrix_trans);
   for (int k = 0; k < 32; ++k) {
     if (!(op.arrived >> k & 1u)) continue;
     const int s = op.sources[k];
@@ -139,6 +144,11 @@ void syncwarp(unsigned mask, Site site) { collective(Collective::syncwarp, mask,
 void mma_m16n8k16_bf16(float d[4], const std::uint32_t a[4], const std::uint32_t b[2], Site site) {
   MmaFragments mine{d, a, b};
   collective(Collective::mma, 0xffffffffu, reinterpret_cast<std::uint64_t>(&mine), Shuffle::idx, 0, 32, site);
+}
+void ldmatrix_x4(std::uint32_t d[4], const std::uint32_t row[4], bool trans, Site site) {
+  LdmatrixRow mine{d, row};
+  collective(trans ? Collective::ldmatrix_trans : Collective::ldmatrix, 0xffffffffu,
+             reinterpret_cast<std::uint64_t>(&mine), Shuffle::idx, 0, 32, site);
 }
 
 }  // namespace cudasim

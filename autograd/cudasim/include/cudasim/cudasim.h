@@ -11,11 +11,10 @@
 // - __syncthreads() is a counting barrier: a thread that arrives waits (yields) until every live thread of
 //   the block has arrived; threads that returned count as arrived. If every live thread waits and none can
 //   go on, cuda-sim aborts with "deadlock" and says who waits where.
-// - Warp collectives (__shfl_*_sync, __ballot_sync, __syncwarp, and the tensor cores' mma.sync) meet per warp of
-//   32 threads and follow
-//   PTX's lane rules (width segments, clamping for up/down). A lane outside the mask it passes, or lanes
-//   disagreeing on the mask, abort; reading an absent lane (past the end of a partial warp) returns
-//   poison: all bits set, NaN for float.
+// - Warp collectives (__shfl_*_sync, __ballot_sync, __syncwarp, the tensor cores' mma.sync and ldmatrix) meet
+//   per warp of 32 threads and follow PTX's lane rules (width segments, clamping for up/down). A lane outside
+//   the mask it passes, or lanes disagreeing on the mask, abort; reading an absent lane (past the end of a
+//   partial warp) returns poison: all bits set, NaN for float.
 // - __shared__ variables are static thread_local (one block runs at a time on each OS thread); dynamic
 //   shared memory (CUDASIM_DYNAMIC_SHARED) is a buffer filled with 0xFF at every block start, so a read
 //   before any write shows up as NaN.
@@ -30,6 +29,7 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <stdexcept>
 #include <string>
 #include <type_traits>
 
@@ -110,6 +110,71 @@ void syncwarp(unsigned mask, Site site);
 // compat.cuh) and meets the others once; the last to arrive computes all 128 sums, each in float32 over k in
 // order (the products of two bfloat16 values are exact in float32; the tensor cores' order is unspecified).
 void mma_m16n8k16_bf16(float d[4], const std::uint32_t a[4], const std::uint32_t b[2], Site site);
+// PTX's ldmatrix.sync.aligned.m8n8.x4(.trans).shared.b16, a warp-wide instruction: every lane has loaded the 16
+// bytes at the address it gives (`row`, 8 16-bit values: its own load, so the checker sees it) and meets the
+// others once; lane 4r + w leaves with word w of row r of each of the 4 matrices (lanes 8q..8q+7 gave matrix
+// q's rows), or with .trans (`trans`) the same of each transposed matrix. The layout is written out in src/mma.h.
+void ldmatrix_x4(std::uint32_t d[4], const std::uint32_t row[4], bool trans, Site site);
+
+// While one lives, the profiler does not count this OS thread's accesses (the checks still see them): the poison
+// AsyncCopies writes, which no GPU instruction does.
+struct NotCounted {
+  NotCounted();
+  ~NotCounted();
+  NotCounted(const NotCounted&) = delete;
+  NotCounted& operator=(const NotCounted&) = delete;
+};
+
+// 16 bytes as one vector: loaded and stored by one instruction each, so the checker's hooks see one 16-byte access
+// where a struct's copy may become four word accesses (or a memcpy they do not see at all).
+typedef std::uint32_t Words16 __attribute__((vector_size(16)));
+
+// PTX's cp.async (cp.async.cg.shared.global with its zero fill, commit_group, wait_group), emulated in kernel code,
+// so memcheck, racecheck, initcheck and the profiler see every byte it moves: copy16 starts moving 16 bytes from
+// global to shared memory (16 zero bytes when `fill` is false, and nothing is read), commit closes the group of
+// copies started since the last one, wait<N>() returns once all but the N newest groups have landed. A GPU may
+// land the bytes at any moment from the copy to the wait: copy16 fills the destination with 0xFF at once (a read
+// before the wait is a NaN, and racecheck sees a write where the copy starts), and the wait moves the bytes, the
+// latest moment a GPU may. One object per CUDA thread (a local of the kernel), up to kCapacity copies in flight.
+template <int kCapacity>
+class AsyncCopies {
+ public:
+  void copy16(void* shared_dst, const void* global_src, bool fill) {
+    if (count_ == kCapacity) overflow("copies in flight");
+    Words16* dst = static_cast<Words16*>(shared_dst);
+    {
+      const NotCounted poison;  // one cp.async, one shared store in the counts: the bytes' at the wait
+      *dst = Words16{~0u, ~0u, ~0u, ~0u};
+    }
+    copies_[count_++] = {dst, fill ? static_cast<const Words16*>(global_src) : nullptr};
+  }
+  void commit() {
+    if (groups_ == kCapacity) overflow("groups in flight");
+    ends_[groups_++] = count_;
+  }
+  template <int kPending>
+  void wait() {
+    if (groups_ <= kPending) return;
+    const int landed = ends_[groups_ - kPending - 1];  // the copies of the older groups
+    for (int i = 0; i < landed; ++i) *copies_[i].dst = copies_[i].src ? *copies_[i].src : Words16{};
+    for (int i = landed; i < count_; ++i) copies_[i - landed] = copies_[i];
+    for (int g = 0; g < kPending; ++g) ends_[g] = ends_[groups_ - kPending + g] - landed;
+    count_ -= landed, groups_ = kPending;
+  }
+
+ private:
+  struct Copy {
+    Words16* dst;
+    const Words16* src;  // null: zeros
+  };
+  [[noreturn]] static void overflow(const char* what) {
+    throw std::length_error("cuda-sim: more than " + std::to_string(kCapacity) + " cp.async " + what +
+                            " in one thread (AsyncCopies' capacity)");
+  }
+  Copy copies_[kCapacity];
+  int ends_[kCapacity];  // per committed group, how many copies end with it
+  int count_ = 0, groups_ = 0;
+};
 
 template <class T>
 T shuffle_typed(unsigned mask, T value, Shuffle mode, int arg, int width, Site site) {
