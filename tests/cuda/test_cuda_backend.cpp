@@ -134,8 +134,8 @@ TEST_CASE("cuda: reductions match the CPU over any dims, through a block reducti
   }
 }
 
-// The GEMM ladder's versions by operand type: v1-v3 multiply float32 and float64, v3 and v4 bfloat16 (float32
-// products, as autocast's matmuls), so every version of ladders.h's count runs here.
+// The GEMM ladder's versions by operand type: v1-v3 multiply float32 and float64, v3, v4 and v5 bfloat16
+// (float32 products, as autocast's matmuls), so every version of ladders.h's count runs here.
 namespace {
 bool gemm_multiplies(int version, DType operands) { return operands == DType::bfloat16 ? version >= 3 : version <= 3; }
 }  // namespace
@@ -148,13 +148,16 @@ TEST_CASE("cuda: GEMM: every version of the ladder matches the CPU", "[cuda]") {
   };
   for (const DType dt : {DType::float32, DType::float64, DType::bfloat16}) {
     const DType c_dt = dt == DType::bfloat16 ? DType::float32 : dt;
-    for (const Dims d : {Dims{1, 1, 1}, Dims{17, 33, 9}, Dims{65, 70, 130}, Dims{3, 5, 0}}) {
+    // 40x48x200: sizes and strides in whole 16-byte pieces, K over several steps of every tile (v5 copies them
+    // with cp.async and pipelines 7 steps through its 3 stages); the others stage value by value.
+    for (const Dims d : {Dims{1, 1, 1}, Dims{17, 33, 9}, Dims{65, 70, 130}, Dims{40, 48, 200}, Dims{3, 5, 0}}) {
       for (int version = 1; version <= cuda_sim::kGemmVersions; ++version) {
         if (!gemm_multiplies(version, dt)) continue;
         for (const bool hard : {false, true}) {
           DYNAMIC_SECTION(dtype_name(dt) << " v" << version << " " << d.m << "x" << d.n << "x" << d.k
                                          << (hard ? ": a^T, b^T, batch of 3 with a broadcast, beta 0.5" : "")) {
-            // hard: both operands transposed views, a batch where a has stride 0, c read back (beta != 0).
+            // hard: both operands transposed views (a contiguous along m, b along k), a batch where a has stride
+            // 0, c read back (beta != 0).
             const Tensor a = (hard ? T(cpu_input({d.k, d.m}, 1, c_dt)) : cpu_input({d.m, d.k}, 1, c_dt)).to(dt);
             const Tensor b = (hard ? T(cpu_input({d.n, d.k}, 2, c_dt)) : cpu_input({d.k, d.n}, 2, c_dt)).to(dt);
             const std::int64_t batch = hard ? 3 : 1;
@@ -168,8 +171,9 @@ TEST_CASE("cuda: GEMM: every version of the ladder matches the CPU", "[cuda]") {
                                    beta);
             const Tensor a_dev = hard ? T(contiguous(T(a)).to(dev)) : a.to(dev);  // the same strides there
             Tensor c = c0.to(dev);
-            ladder.gemm(version, c.desc(), expand(unsqueeze(a_dev, 0), {batch, d.m, d.k}).desc(), b3.to(dev).desc(),
-                        alpha, beta);
+            const Tensor b3_dev = hard ? transpose(contiguous(transpose(b3, 1, 2)).to(dev), 1, 2) : b3.to(dev);
+            ladder.gemm(version, c.desc(), expand(unsqueeze(a_dev, 0), {batch, d.m, d.k}).desc(), b3_dev.desc(), alpha,
+                        beta);
             const double tol = dt == DType::float64 ? 1e-12 : 1e-5 * std::max(1.0, std::sqrt(double(d.k)));
             CHECK(close(c.cpu(), expected, tol, tol));
           }

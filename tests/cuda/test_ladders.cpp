@@ -79,7 +79,9 @@ TEST_CASE("the transpose ladder: v2 coalesces v1's reads through a tile; v3 pads
 
 TEST_CASE(
     "the GEMM ladder: v2 reads global memory 16 times less than v1; v3 makes 4 times the arithmetic of v2 "
-    "per shared-memory read; v4's 128x128 tile reads global memory half as often as v3's 64x64",
+    "per shared-memory read; v4's 128x128 tile reads global memory half as often as v3's 64x64; v5's ldmatrix "
+    "and 64x64 per warp make a quarter of v4's shared reads or fewer, without bank conflicts, and its cp.async "
+    "pipeline passes one barrier per step of k where v4 passes two",
     "[cuda][ladder]") {
   const std::vector<Counters> v = climb("gemm"), bf = climb("gemm_bf16");
   INFO("global load requests: v1 " << v[1].global_load_requests << ", v2 " << v[2].global_load_requests);
@@ -88,4 +90,15 @@ TEST_CASE(
   CHECK(v[2].shared_load_requests >= 4 * v[3].shared_load_requests);  // 16 FMAs per 4 + 4 values, not 1 per 2
   INFO("global bytes loaded, bfloat16 operands: v3 " << bf[3].global_load_bytes << ", v4 " << bf[4].global_load_bytes);
   CHECK(bf[3].global_load_bytes >= 2 * bf[4].global_load_bytes);
+  INFO("shared load requests, bfloat16 operands: v4 " << bf[4].shared_load_requests << ", v5 "
+                                                      << bf[5].shared_load_requests << "; v5's bank conflicts "
+                                                      << bf[5].shared_bank_conflicts);
+  CHECK(4 * bf[5].shared_load_requests <= bf[4].shared_load_requests);  // 8 ldmatrix per 32 mma, v4: 24 per 16
+  CHECK(bf[5].shared_bank_conflicts == 0);                              // 8 rows of 80 (or 272) bytes: 32 banks
+  CHECK(bf[5].global_load_bytes == bf[4].global_load_bytes);            // the same 128x128 tile
+  const auto per_warp = [](const Counters& n) { return n.barriers / (n.threads / 32); };
+  const std::uint64_t steps = 128 / 32;  // K over the 32 of k both stage per step
+  INFO("barriers per warp: v4 " << per_warp(bf[4]) << ", v5 " << per_warp(bf[5]) << " (" << steps << " steps)");
+  CHECK(per_warp(bf[4]) == 2 * steps);
+  CHECK(per_warp(bf[5]) == steps + 1);  // and one before the next batch reuses the stages
 }

@@ -1,6 +1,7 @@
 #pragma once
-// What the CUDA GEMM kernels share (gemm_ladder.cu: v1, v2; gemm.cu: v3; gemm_tensor_cores.cu: v4): the problem read
-// off the operands' descriptors, the batch walk, and the store of one element of c.
+// What the CUDA GEMM kernels share (gemm_ladder.cu: v1, v2; gemm.cu: v3; gemm_tensor_cores.cu: v4;
+// gemm_pipelined.cu: v5): the problem read off the operands' descriptors, the batch walk, and the store of one element
+// of c.
 #include <algorithm>
 
 #include "device_utils.cuh"
@@ -52,5 +53,7 @@ inline unsigned tiles(std::int64_t n, int tile) { return static_cast<unsigned>((
 void gemm_register_blocked(const Problem& p, DType c_dtype, DType ab_dtype, double alpha, double beta);
 // v4 (gemm_tensor_cores.cu): bfloat16 a and b, a float32 or bfloat16 c, on the tensor cores.
 void gemm_tensor_cores(const Problem& p, DType c_dtype, double alpha, double beta);
+// v5 (gemm_pipelined.cu): v4 with ldmatrix, a three-stage cp.async pipeline and 64 x 64 of c per warp.
+void gemm_pipelined(const Problem& p, DType c_dtype, double alpha, double beta);
 
 }  // namespace stepformer::STEPFORMER_CUDA_NS

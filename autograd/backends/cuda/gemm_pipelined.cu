@@ -1,0 +1,199 @@
+// GEMM v5, the fifth rung of the GEMM ladder (ladders.h): v4's tensor cores (gemm_tensor_cores.cu) fed the way
+// CUTLASS's Ampere kernels feed them (CUTLASS's documentation, "Efficient GEMM in CUDA": multistage pipelines).
+// c = alpha a b + beta c with bfloat16 a and b, float32 sums, a float32 or bfloat16 c. Three changes over v4:
+// - ldmatrix: a warp loads the fragments of a 16 x 16 piece of an operand with one instruction, each lane giving
+//   the address of one 16-byte row, where v4's lanes read them one 32-bit word at a time (4 loads for A's
+//   fragment, 2 for B's): a quarter of the shared-memory requests per fragment.
+// - cp.async into three stages: the copy engine moves the operands from global to shared memory without passing
+//   through registers, two steps of k ahead of the warps' multiplies, and one barrier per step (v4: two).
+// - a larger warp tile: 4 warps, each 64 x 64 of the block's 128 x 128 tile of c (4 x 8 fragments, 128 float32
+//   sums per lane), so each fragment loaded from shared memory feeds 8 (A) or 4 (B) mma.sync instead of 4.
+// Run it alone with `build/cudasim-check/bin/cuda_tests "cuda: GEMM: every version of the ladder matches the
+// CPU"` (its v5 sections); its counts against v4's: `build/cudasim-check/bin/ladder_bench`.
+//
+// Shared memory holds each operand as it lies in global memory, so cp.async copies it as it is:
+// - an operand contiguous along k (a row-major a; b of x @ W^T) as [128 rows][32 k], its rows padded from 64 to
+//   80 bytes so that the 8 rows one ldmatrix reads at a time lie in 32 different banks; ldmatrix hands out the
+//   fragments as they are;
+// - an operand contiguous along its rows (m of a, n of b: a row-major b, the gradients' transposed operands) as
+//   [32 k][128 rows], padded from 256 to 272 bytes; ldmatrix.trans transposes each 8 x 8 piece on the way.
+// A 16-byte copy needs 8 whole values at a 16-byte aligned address: K a multiple of 8 (along k) or the rows a
+// multiple of 8 (along rows), aligned strides and data. Any other view is staged one value at a time with bounds
+// checks, into the same layouts. 60 KB of shared memory per block: more than the 48 KB a launch gets without
+// asking (cudaFuncSetAttribute below).
+// v5 is proven on cuda-sim (oracle, every check, its counts), which cannot time it: gemm() keeps v4 until a GPU
+// measures v5 faster (docs/09_cuda.md).
+#include <string>
+
+#include "gemm_problem.cuh"
+
+namespace stepformer::STEPFORMER_CUDA_NS {
+
+namespace {
+
+constexpr int kTile = 128, kStepK = 32, kStages = 3, kThreads = 128, kChunks = 8;  // 8 values in a 16-byte copy
+constexpr int kAlongKRow = kStepK + 8;    // values per row of an operand staged along k
+constexpr int kAlongRowsRow = kTile + 8;  // values per k of an operand staged along its rows
+constexpr int kStageValues = kTile * kAlongKRow > kStepK* kAlongRowsRow ? kTile* kAlongKRow : kStepK* kAlongRowsRow;
+constexpr std::size_t kSharedBytes = sizeof(bfloat16) * kStages * 2 * kStageValues;
+constexpr int kCopiesPerStep = 2 * kTile * kStepK / kChunks / kThreads;  // per thread, both operands: 8
+enum Staging : int { kAsyncAlongK, kAsyncAlongRows, kScalarAlongK, kScalarAlongRows };
+
+__device__ __forceinline__ bool along_k(int staging) { return staging == kAsyncAlongK || staging == kScalarAlongK; }
+
+// One operand as the kernel stages it: x[r, k] at x + r * ld_r + k * ld_k, batch offsets aside.
+struct Operand {
+  std::int64_t rows, ld_r, ld_k;
+  int staging;
+};
+
+using Copies = AsyncCopies<kCopiesPerStep * kStages>;
+
+// This thread's share of the step at k0 of one operand (rows from r0) into `tile`: 4 pieces of 8 values, each
+// one 16-byte cp.async, or 8 loads with bounds checks and one 16-byte store.
+__device__ __forceinline__ void stage(const bfloat16* x, const Operand& o, std::int64_t r0, std::int64_t k0,
+                                      std::int64_t K, bfloat16* tile, Copies& copies) {
+  struct alignas(16) Words4 {
+    std::uint32_t w[4];
+  };
+  const bool k_major = along_k(o.staging);
+  STEPFORMER_UNROLL
+  for (int q = 0; q < kTile * kStepK / kChunks / kThreads; ++q) {
+    const int c = static_cast<int>(threadIdx.x) + kThreads * q;
+    // along k: row c / 4, values k .. k + 7 with k = 8 (c % 4); along rows: k = c / 16, rows 8 (c % 16) onwards
+    const int r = k_major ? c / (kStepK / kChunks) : c % (kTile / kChunks) * kChunks;
+    const int k = k_major ? c % (kStepK / kChunks) * kChunks : c / (kTile / kChunks);
+    bfloat16* dst = tile + (k_major ? r * kAlongKRow + k : k * kAlongRowsRow + r);
+    const std::int64_t row = r0 + r, kk = k0 + k;
+    if (o.staging == kAsyncAlongK || o.staging == kAsyncAlongRows) {
+      const bool inside = row < o.rows && kk < K;
+      copies.copy16(dst, inside ? x + row * o.ld_r + kk * o.ld_k : x, inside);
+      continue;
+    }
+    Words4 piece{};  // value e in the low (even e) or high half of word e / 2
+    STEPFORMER_UNROLL
+    for (int e = 0; e < kChunks; ++e) {
+      const std::int64_t re = k_major ? row : row + e, ke = k_major ? kk + e : kk;
+      if (re < o.rows && ke < K) piece.w[e / 2] |= std::uint32_t{x[re * o.ld_r + ke * o.ld_k].bits} << 16 * (e % 2);
+    }
+    *reinterpret_cast<Words4*>(dst) = piece;
+  }
+}
+
+// A's fragments for 16 rows from m and 16 of k from k (mma_m16n8k16_bf16's a), or two of B's (8 columns each, from
+// n: its b for columns n..n+7 in f[0], f[1], for n+8..n+15 in f[2], f[3]).
+__device__ __forceinline__ void a_fragment(std::uint32_t (&f)[4], const bfloat16* tile, int staging, int m, int k) {
+  const int lane = static_cast<int>(threadIdx.x) % kWarp, q = lane / 8;  // lane gives row lane % 8 of matrix q
+  if (along_k(staging))  // matrices: rows m..m+7 at k, m+8.. at k, m.. at k+8, m+8.. at k+8
+    return ldmatrix_x4(f, tile + (m + lane % 16) * kAlongKRow + k + lane / 16 * 8, false);
+  ldmatrix_x4(f, tile + (k + q / 2 * 8 + lane % 8) * kAlongRowsRow + m + q % 2 * 8, true);
+}
+__device__ __forceinline__ void b_fragments(std::uint32_t (&f)[4], const bfloat16* tile, int staging, int n, int k) {
+  const int lane = static_cast<int>(threadIdx.x) % kWarp, q = lane / 8;
+  if (along_k(staging))  // matrices: columns n..n+7 at k, n.. at k+8, n+8.. at k, n+8.. at k+8
+    return ldmatrix_x4(f, tile + (n + lane % 8 + q / 2 * 8) * kAlongKRow + k + q % 2 * 8, false);
+  ldmatrix_x4(f, tile + (k + q % 2 * 8 + lane % 8) * kAlongRowsRow + n + q / 2 * 8, true);
+}
+
+template <class TC>
+__global__ void __launch_bounds__(kThreads) gemm_v5(Problem p, Operand oa, Operand ob, float alpha, float beta) {
+  CUDASIM_DYNAMIC_SHARED(bfloat16, shared);  // [stage][a, b][kStageValues]
+  const int warp = static_cast<int>(threadIdx.x) / kWarp, lane = static_cast<int>(threadIdx.x) % kWarp;
+  const int g = lane / 4, t = lane % 4;                  // the fragments' row group and pair
+  const int wm = (warp / 2) * 64, wn = (warp % 2) * 64;  // this warp's part of the tile
+  const std::int64_t row0 = static_cast<std::int64_t>(blockIdx.y) * kTile;
+  const std::int64_t col0 = static_cast<std::int64_t>(blockIdx.x) * kTile;
+  const std::int64_t steps = (p.k + kStepK - 1) / kStepK;
+  const auto a_tile = [&](std::int64_t step) { return shared + (step % kStages * 2) * kStageValues; };
+  const auto b_tile = [&](std::int64_t step) { return shared + (step % kStages * 2 + 1) * kStageValues; };
+  for (std::int64_t z = blockIdx.z; z < p.batches; z += gridDim.z) {
+    std::int64_t oc, o_a, o_b;
+    batch_offsets(p, z, oc, o_a, o_b);
+    const bfloat16* a = at<bfloat16>(p.a) + o_a;
+    const bfloat16* b = at<bfloat16>(p.b) + o_b;
+    const auto stage_step = [&](std::int64_t step, Copies& copies) {
+      stage(a, oa, row0, step * kStepK, p.k, a_tile(step), copies);
+      stage(b, ob, col0, step * kStepK, p.k, b_tile(step), copies);
+    };
+    float acc[4][8][4] = {};  // [16-row fragment][8-column fragment][its 4 values]
+    Copies copies;
+    for (int s = 0; s < kStages - 1; ++s) {  // the first steps in flight; one group per step, empty past the end
+      if (s < steps) stage_step(s, copies);
+      copies.commit();
+    }
+    for (std::int64_t step = 0; step < steps; ++step) {
+      copies.wait<kStages - 2>();  // this thread's copies of `step` have landed
+      __syncthreads();             // everyone's have; and everyone is done with step - 1's buffers
+      if (step + kStages - 1 < steps) stage_step(step + kStages - 1, copies);  // into step - 1's buffers
+      copies.commit();
+      STEPFORMER_UNROLL
+      for (int k = 0; k < kStepK; k += 16) {
+        std::uint32_t af[4][4], bf[8][2];
+        STEPFORMER_UNROLL
+        for (int i = 0; i < 4; ++i) a_fragment(af[i], a_tile(step), oa.staging, wm + 16 * i, k);
+        STEPFORMER_UNROLL
+        for (int j = 0; j < 8; j += 2) {
+          std::uint32_t two[4];
+          b_fragments(two, b_tile(step), ob.staging, wn + 8 * j, k);
+          bf[j][0] = two[0], bf[j][1] = two[1], bf[j + 1][0] = two[2], bf[j + 1][1] = two[3];
+        }
+        STEPFORMER_UNROLL
+        for (int i = 0; i < 4; ++i) {
+          STEPFORMER_UNROLL
+          for (int j = 0; j < 8; ++j) mma_m16n8k16_bf16(acc[i][j], af[i], bf[j]);
+        }
+      }
+    }
+    __syncthreads();  // every warp is done with the buffers before the next batch stages into them
+    STEPFORMER_UNROLL
+    for (int i = 0; i < 4; ++i) {
+      STEPFORMER_UNROLL
+      for (int j = 0; j < 8; ++j) {
+        STEPFORMER_UNROLL
+        for (int v = 0; v < 4; ++v) {
+          const std::int64_t r = row0 + wm + 16 * i + g + 8 * (v / 2), c = col0 + wn + 8 * j + 2 * t + v % 2;
+          if (r < p.m && c < p.n) store(at<TC>(p.c) + oc + r * p.ldc_m + c * p.ldc_n, acc[i][j][v], alpha, beta);
+        }
+      }
+    }
+  }
+}
+
+// How an operand [rows along r, K along k] with the given strides (and batch strides) is staged.
+Operand operand(const TensorDesc& d, std::int64_t rows, std::int64_t ld_r, std::int64_t ld_k, std::int64_t K) {
+  bool aligned = reinterpret_cast<std::uintptr_t>(d.data) % 16 == 0;
+  for (int i = 0; i < d.ndim - 2; ++i) aligned = aligned && d.strides[i] % kChunks == 0;
+  int staging = ld_k == 1 ? kScalarAlongK : kScalarAlongRows;
+  if (aligned && ld_k == 1 && ld_r % kChunks == 0 && K % kChunks == 0) staging = kAsyncAlongK;
+  if (aligned && ld_r == 1 && ld_k % kChunks == 0 && rows % kChunks == 0) staging = kAsyncAlongRows;
+  return {rows, ld_r, ld_k, staging};
+}
+
+template <class TC>
+void launch_v5(const Problem& p, const Operand& oa, const Operand& ob, float alpha, float beta) {
+#if defined(__CUDACC__)
+  // More dynamic shared memory than the default 48 KB: the kernel asks for it (an A100 or H100 allows 163 / 227 KB).
+  STEPFORMER_CUDA_CHECK(
+      cudaFuncSetAttribute(gemm_v5<TC>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSharedBytes)));
+#endif
+  const dim3 grid(tiles(p.n, kTile), tiles(p.m, kTile), batch_grid(p));
+  launch(gemm_v5<TC>, grid, dim3(kThreads), kSharedBytes, p, oa, ob, alpha, beta);
+}
+
+}  // namespace
+
+void gemm_pipelined(const Problem& p, DType c_dtype, double alpha, double beta) {
+  if (p.a.dtype != DType::bfloat16 || p.b.dtype != DType::bfloat16 ||
+      (c_dtype != DType::float32 && c_dtype != DType::bfloat16))
+    throw DTypeError(std::string("cuda gemm v5: needs bfloat16 operands and a float32 or bfloat16 product, got ") +
+                     std::string(dtype_name(p.a.dtype)) + ", " + std::string(dtype_name(p.b.dtype)) + " and " +
+                     std::string(dtype_name(c_dtype)));
+  const Operand oa = operand(p.a, p.m, p.lda_m, p.lda_k, p.k);
+  const Operand ob = operand(p.b, p.n, p.ldb_n, p.ldb_k, p.k);
+  next_launch_flops(static_cast<std::uint64_t>(2 * p.m * p.n * p.k * p.batches));
+  const float al = static_cast<float>(alpha), be = static_cast<float>(beta);
+  if (c_dtype == DType::float32) return launch_v5<float>(p, oa, ob, al, be);
+  launch_v5<bfloat16>(p, oa, ob, al, be);
+}
+
+}  // namespace stepformer::STEPFORMER_CUDA_NS
