@@ -144,8 +144,10 @@ __global__ void __launch_bounds__(kThreads) gemm_v4(Problem p, Operand oa, Opera
         load_step(a, oa, row0, k0 + kStepK, p.k, next_a);
         load_step(b, ob, col0, k0 + kStepK, p.k, next_b);
       }
+      STEPFORMER_UNROLL
       for (int j0 = 0; j0 < kPairs; j0 += 8) {  // 16 of k: 8 pairs
         std::uint32_t af[4][4], bf[4][2];
+        STEPFORMER_UNROLL
         for (int i = 0; i < 4; ++i) {
           const int r = wm + 16 * i + g;
           af[i][0] = a_tile[r][j0 + t];
@@ -153,21 +155,30 @@ __global__ void __launch_bounds__(kThreads) gemm_v4(Problem p, Operand oa, Opera
           af[i][2] = a_tile[r][j0 + 4 + t];
           af[i][3] = a_tile[r + 8][j0 + 4 + t];
         }
+        STEPFORMER_UNROLL
         for (int j = 0; j < 4; ++j) {
           bf[j][0] = b_tile[wn + 8 * j + g][j0 + t];
           bf[j][1] = b_tile[wn + 8 * j + g][j0 + 4 + t];
         }
-        for (int i = 0; i < 4; ++i)
+        STEPFORMER_UNROLL
+        for (int i = 0; i < 4; ++i) {
+          STEPFORMER_UNROLL
           for (int j = 0; j < 4; ++j) mma_m16n8k16_bf16(acc[i][j], af[i], bf[j]);
+        }
       }
       __syncthreads();  // every warp is done with the tiles before the next step overwrites them
     }
-    for (int i = 0; i < 4; ++i)
-      for (int j = 0; j < 4; ++j)
+    STEPFORMER_UNROLL
+    for (int i = 0; i < 4; ++i) {
+      STEPFORMER_UNROLL
+      for (int j = 0; j < 4; ++j) {
+        STEPFORMER_UNROLL
         for (int v = 0; v < 4; ++v) {
           const std::int64_t r = row0 + wm + 16 * i + g + 8 * (v / 2), c = col0 + wn + 8 * j + 2 * t + v % 2;
           if (r < p.m && c < p.n) store(at<TC>(p.c) + oc + r * p.ldc_m + c * p.ldc_n, acc[i][j][v], alpha, beta);
         }
+      }
+    }
   }
 }
 
