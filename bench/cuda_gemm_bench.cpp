@@ -1,9 +1,10 @@
 // The CUDA backend's GEMM on a GPU: float32 operands (v3: register-blocked FMA on the CUDA cores) against
-// bfloat16 operands with a float32 product (v4: the tensor cores' mma.sync), at square sizes and the base
-// model's shapes (1024 tokens, d_model 512, d_ff 2048), in TFLOP/s. On a GPU each timed run launches the GEMM
-// enough times to last about 0.1 s between two waits for the device (a one-element copy to the host), so
-// launch and copy latency stay out; the best of the runs, the two dtypes in turn. The yardstick, cuBLAS
-// through PyTorch on the same shapes, is tools/compare/torch_cuda_gemm.py; tools/gpu/check.sh runs both.
+// bfloat16 operands with a float32 product (v4: the tensor cores' mma.sync; v5: the same fed by ldmatrix and a
+// cp.async pipeline, the GEMM ladder's next rung), at square sizes and the base model's shapes (1024 tokens, d_model
+// 512, d_ff 2048), in TFLOP/s. On a GPU each timed run launches the GEMM enough times to last about 0.1 s between two
+// waits for the device (a one-element copy to the host), so launch and copy latency stay out; the best of the runs, the
+// two dtypes in turn. The yardstick, cuBLAS through PyTorch on the same shapes, is tools/compare/torch_cuda_gemm.py;
+// tools/gpu/check.sh runs both.
 //
 //   build/bench/bin/cuda_gemm_bench [--device cuda|cuda-sim] [--max N]   (N: the largest square; the base
 //                                                                        model's shapes from N = 2048)
@@ -14,8 +15,8 @@
 #include <string>
 
 #include "autograd/autograd.h"
-#include "autograd/backend.h"
 #include "device_wait.h"
+#include "ladder_problems.h"
 #include "timing.h"
 
 using namespace stepformer;
@@ -30,7 +31,7 @@ int main(int argc, char** argv) {
       max = std::atoll(argv[i + 1]);
   }
   const Device dev = parse_device(device);
-  Backend& backend = backend_for(dev);
+  const auto gemm_version = ladders::kernels_of(dev).gemm;
   struct Shape3 {
     std::int64_t m, n, k;
     const char* what;
@@ -43,8 +44,8 @@ int main(int argc, char** argv) {
     shapes.push_back({1024, 512, 512, "projection"});
   }
   fmt::print("GEMM c = a b on {}, row-major, c float32; TFLOP/s (best run)\n", device);
-  fmt::print("{:>6} {:>6} {:>6} {:>11} {:>14} {:>15} {:>8}\n", "M", "N", "K", "", "float32 (v3)", "bfloat16 (v4)",
-             "v4 / v3");
+  fmt::print("{:>6} {:>6} {:>6} {:>11} {:>14} {:>15} {:>15} {:>8} {:>8}\n", "M", "N", "K", "", "float32 (v3)",
+             "bfloat16 (v4)", "bfloat16 (v5)", "v4 / v3", "v5 / v4");
   for (const Shape3& s : shapes) {
     Generator gen(1);
     const Tensor a32 = uniform({s.m, s.k}, -1, 1, gen), b32 = uniform({s.k, s.n}, -1, 1, gen);
@@ -53,15 +54,17 @@ int main(int argc, char** argv) {
     const Tensor c = empty({s.m, s.n}, {DType::float32, dev});
     const double flops = 2.0 * static_cast<double>(s.m * s.n * s.k);
     const int reps = dev.type == DeviceType::cuda ? static_cast<int>(std::clamp(1e13 / flops, 1.0, 1000.0)) : 1;
-    auto run = [&](int which) {
-      for (int r = 0; r < reps; ++r) backend.gemm(c.desc(), a[which].desc(), b[which].desc(), 1.0, 0.0);
+    auto run = [&](int version) {
+      const int which = version == 3 ? 0 : 1;
+      for (int r = 0; r < reps; ++r) gemm_version(version, c.desc(), a[which].desc(), b[which].desc(), 1.0, 0.0);
       bench::wait_for(c);
     };
     const auto best = bench::best_of_rotation(
-        3, 1.0, [&] { run(0); }, [&] { run(1); });
-    const double fp32 = flops * reps / best[0] / 1e12, bf16 = flops * reps / best[1] / 1e12;
-    fmt::print("{:>6} {:>6} {:>6} {:>11} {:>14.1f} {:>15.1f} {:>7.2f}x\n", s.m, s.n, s.k, s.what, fp32, bf16,
-               bf16 / fp32);
+        3, 1.0, [&] { run(3); }, [&] { run(4); }, [&] { run(5); });
+    const auto tflops = [&](double seconds) { return flops * reps / seconds / 1e12; };
+    const double v3 = tflops(best[0]), v4 = tflops(best[1]), v5 = tflops(best[2]);
+    fmt::print("{:>6} {:>6} {:>6} {:>11} {:>14.1f} {:>15.1f} {:>15.1f} {:>7.2f}x {:>7.2f}x\n", s.m, s.n, s.k, s.what,
+               v3, v4, v5, v4 / v3, v5 / v4);
   }
   return 0;
 }
