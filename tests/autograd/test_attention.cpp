@@ -62,6 +62,12 @@ const std::vector<AttentionCase> kAttentionCases = {
     {"causal with dropout 0.1 and a pad mask, T 131", 1, 1, 131, 131, 4, 4, true, true, false, 0.1},
     {"scores rising along 300 keys (the max grows at every tile)", 1, 2, 3, 300, 4, 4, false, false, false, 0, true},
     {"causal, scores rising, T 260", 1, 1, 260, 260, 4, 4, false, true, false, 0, true},
+    // Heads the CUDA backend's bfloat16 forward runs on the tensor cores (Dh == Dv in {16, 32, 64, 128}), over
+    // more than one block of 64 queries and tile of 64 keys.
+    {"Dh 64, causal, T 100", 1, 2, 100, 100, 64, 64, false, true},
+    {"Dh 32, pad mask and dropout 0.25, Tq 70 != Tk 90", 2, 1, 70, 90, 32, 32, true, false, false, 0.25},
+    {"Dh 16, scores rising along 150 keys", 1, 1, 5, 150, 16, 16, false, false, false, 0, true},
+    {"Dh 128, subsequent mask as a tensor, T 66", 1, 1, 66, 66, 128, 128, false, false, true},
 };
 
 // A case's q, k, v (requiring grad), the incoming gradient g and the mask, in dtype dt.
@@ -234,6 +240,29 @@ TEST_CASE("flash_attention: a query that may see no key gets NaN, as the composi
   const Tensor v1 = input({1, 1, 3, 4}, 3, DType::float64), v2 = input({1, 1, 3, 4}, 3, DType::float64);
   CHECK(dv_has_nan(composite(q, k, v1, blocked, 0.5, false, 0, gen), v1));
   CHECK_FALSE(dv_has_nan(flash_attention(q, k, v2, blocked, 0.5), v2));
+}
+
+// The same rule for bfloat16 heads of 16 (on the CUDA backend, its tensor-core forward): NaN for the query that sees
+// nothing, the float64 composite's values within bfloat16's rounding for the other, and a finite dV.
+TEST_CASE("flash_attention in bfloat16, Dh 16: a query that may see no key gets NaN, its dV stays finite",
+          "[attention][values][bfloat16]") {
+  const auto operand = [](std::int64_t rows, std::uint64_t seed) {
+    return input({1, 1, rows, 16}, seed, DType::float32).detach().to(DType::bfloat16).set_requires_grad();
+  };
+  const Tensor q = operand(2, 1), k = operand(3, 2), v = operand(3, 3);
+  const Tensor blocked = bools({1, 1, 1, 0, 1, 0}, {1, 1, 2, 3});  // query 0 sees nothing, query 1 keys 0 and 2
+  Generator gen(1);
+  const auto wide = [](const Tensor& t) { return t.detach().to(DType::float64); };
+  const Tensor want = composite(wide(q), wide(k), wide(v), blocked, 0.25, false, 0, gen);
+  const Tensor got = flash_attention(q, k, v, blocked, 0.25);
+  const auto w = want.to_vector<double>(), o = got.to_vector<double>();
+  for (std::size_t d = 0; d < 16; ++d) {
+    CHECK(std::isnan(o[d]));
+    CHECK(std::abs(o[16 + d] - w[16 + d]) <= 4.0 / 512 * std::abs(w[16 + d]) + 1e-3);
+  }
+  sum(got).backward();
+  const auto dv = v.grad().to_vector<double>();
+  CHECK(std::none_of(dv.begin(), dv.end(), [](double x) { return std::isnan(x); }));
 }
 
 TEST_CASE("flash_attention keeps O(T) for backward; the composite keeps the [T, T] weights", "[attention][values]") {

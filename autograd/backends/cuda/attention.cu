@@ -15,8 +15,9 @@
 // the most a kernel gets without opting in.
 //
 // bfloat16 operands are widened into float32 copies for these float32 kernels and the results rounded back
-// (`Widened`): the same numbers as the reference, at the cost of the copies; kernels that read bfloat16 on the
-// tensor cores are a next step (docs/11, "Our deviations").
+// (`Widened`): the same numbers as the reference, at the cost of the copies. The forward of the usual heads (Dh ==
+// Dv in {16, 32, 64, 128}) runs on the tensor cores instead (attention_tensor_cores.cu); a tensor-core backward is
+// a next step (docs/11, "Our deviations").
 #include <algorithm>
 #include <string>
 
@@ -248,6 +249,7 @@ void CudaBackend::attention_forward(const TensorDesc& out, const TensorDesc& lse
                                     const TensorDesc& k, const TensorDesc& v, const TensorDesc& blocked,
                                     const AttentionConfig& cfg) {
   if (q.dtype == DType::bfloat16) {
+    if (attention_forward_tensor_cores(out, lse, q, k, v, blocked, cfg)) return;
     const Widened qw(*this, q, true), kw(*this, k, true), vw(*this, v, true), ow(*this, out, false);
     attention_forward(ow.desc(), lse, qw.desc(), kw.desc(), vw.desc(), blocked, cfg);
     ow.round_into(out);

@@ -170,6 +170,14 @@ namespace stepformer::STEPFORMER_CUDA_NS {
 constexpr unsigned kFullMask = 0xffffffffu;
 constexpr int kWarp = 32;
 
+// 16 bytes moved by one load and one store: ld/st.v4 under nvcc, one access the checker sees under cuda-sim (where a
+// struct's copy may become a memcpy it does not see).
+#if defined(__CUDACC__)
+using Bytes16 = uint4;
+#else
+using Bytes16 = cudasim::Words16;
+#endif
+
 // Device math for T = float or double (exp_, log_, ...) is stepformer's, in ../elementwise_math.h.
 
 // Blocks for n elements at `threads` per block, capped: kernels loop with a grid stride past the cap.

@@ -24,6 +24,11 @@ class CudaBackend final : public Backend {
   // transpose.cu: a copy into a contiguous `out` from an `in` whose last two dimensions are swapped in
   // memory, through shared-memory tiles; false (nothing done) for any other layout.
   bool transpose_copy(const TensorDesc& out, const TensorDesc& in);
+  // attention_tensor_cores.cu: attention_forward for bfloat16 operands on the tensor cores (heads of Dh == Dv in
+  // {16, 32, 64, 128}, 16-byte aligned operands, a GPU with them or cuda-sim); false (nothing done) otherwise.
+  bool attention_forward_tensor_cores(const TensorDesc& out, const TensorDesc& lse, const TensorDesc& q,
+                                      const TensorDesc& k, const TensorDesc& v, const TensorDesc& blocked,
+                                      const AttentionConfig& cfg);
   // memory.cu: a device int64 that kernels lower with atomicMin to report the first bad index (or -1).
   long long* first_bad_index_slot();  // long long: the type CUDA's atomicMin takes
   std::int64_t read_first_bad_index();
