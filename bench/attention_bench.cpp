@@ -8,7 +8,11 @@
 // the composite (need_weights) or flash attention, and prints the step's time and the process's peak
 // RSS: one process per point, so that each peak is its own.
 //
+// --precision bf16 runs both on bfloat16 q, k, v (a bfloat16 product and softmax in the composite; on CUDA, flash's
+// forward on the tensor cores for these heads of 64).
+//
 //   build/bench/bin/attention_bench [--device cpu|cuda|cuda-sim|reference] [--threads N] [--max-len T]
+//                                   [--precision fp32|bf16]
 //   build/bench/bin/attention_bench --layer composite|flash --len T [--threads N]
 #include <fmt/format.h>
 #include <omp.h>
@@ -59,7 +63,7 @@ int layer_step(const std::string& which, std::int64_t T, Device dev) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string device = "cpu", layer;
+  std::string device = "cpu", layer, precision = "fp32";
   std::int64_t max_len = 4096, len = 1024;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--device"))
@@ -72,22 +76,30 @@ int main(int argc, char** argv) {
       layer = argv[i + 1];
     else if (!std::strcmp(argv[i], "--len"))
       len = std::atoll(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--precision"))
+      precision = argv[i + 1];
   }
+  if (precision != "fp32" && precision != "bf16") {
+    fmt::print(stderr, "attention_bench: --precision is fp32 or bf16, not {}\n", precision);
+    return 2;
+  }
+  const DType dtype = precision == "bf16" ? DType::bfloat16 : DType::float32;
   const Device dev = parse_device(device);
   if (!layer.empty()) return layer_step(layer, len, dev);
   const std::int64_t B = 1, H = 8, Dh = 64;
   const double scale = transformer::attention_scale(Dh);
   Backend& backend = backend_for(dev);
-  fmt::print("attention, causal, batch {}, {} heads of {} (d_model {}), float32, on {} ({} CPU threads)\n", B, H, Dh,
-             H * Dh, device, omp_get_max_threads());
+  fmt::print("attention, causal, batch {}, {} heads of {} (d_model {}), {}, on {} ({} CPU threads)\n", B, H, Dh, H * Dh,
+             dtype_name(dtype), device, omp_get_max_threads());
   fmt::print("{:>6} {:>14} {:>14} {:>8} {:>16} {:>16} {:>8}\n", "T", "composite ms", "flash ms", "speedup",
              "composite held", "flash held", "ratio");
   for (std::int64_t T = 128; T <= max_len; T *= 2) {
     Generator gen(1);
-    const Options o{DType::float32, dev, true};
-    Tensor q = uniform({B, H, T, Dh}, -1, 1, gen, o), k = uniform({B, H, T, Dh}, -1, 1, gen, o),
-           v = uniform({B, H, T, Dh}, -1, 1, gen, o);
-    const Tensor g = uniform({B, H, T, Dh}, -1, 1, gen, {DType::float32, dev});
+    const auto operand = [&](bool grad) {
+      return uniform({B, H, T, Dh}, -1, 1, gen, {DType::float32, dev}).to(dtype).set_requires_grad(grad);
+    };
+    Tensor q = operand(true), k = operand(true), v = operand(true);
+    const Tensor g = operand(false);
     const Tensor j = view(arange(T, {DType::int64, dev}), {1, T}), i = view(arange(T, {DType::int64, dev}), {T, 1});
     const Tensor future = view(gt(j, i), {1, 1, T, T});
     std::size_t held[2] = {};
