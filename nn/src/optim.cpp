@@ -122,11 +122,26 @@ Adam::Adam(NamedTensors params, Options o, bool decoupled)
 
 void Adam::step() {
   NoGradGuard no_grad;
-  for (std::size_t i = 0; i < params_.size(); ++i) {
-    Tensor& p = params_[i].second;
-    if (!p.grad().defined()) continue;
-    AdamConfig cfg{lr_, o_.beta1, o_.beta2, o_.eps, o_.weight_decay, decoupled_, ++steps_[i]};
-    adam_update_(p, contiguous(p.grad()), state("exp_avg", i), state("exp_avg_sq", i), cfg);
+  // The parameters with a gradient, grouped by their step count (the same for all unless some had no gradient at
+  // some step): one adam_update_ per group, which a GPU runs in a launch per 16 parameters.
+  std::vector<std::size_t> order;
+  for (std::size_t i = 0; i < params_.size(); ++i)
+    if (params_[i].second.grad().defined()) order.push_back(i);
+  std::vector<bool> done(params_.size(), false);
+  for (const std::size_t first : order) {
+    if (done[first]) continue;
+    const std::int64_t step = steps_[first] + 1;
+    std::vector<Tensor> p, g, m, v;
+    for (const std::size_t i : order) {
+      if (done[i] || steps_[i] + 1 != step) continue;
+      p.push_back(params_[i].second);
+      g.push_back(contiguous(params_[i].second.grad()));
+      m.push_back(state("exp_avg", i));
+      v.push_back(state("exp_avg_sq", i));
+      ++steps_[i];
+      done[i] = true;
+    }
+    adam_update_(p, g, m, v, AdamConfig{lr_, o_.beta1, o_.beta2, o_.eps, o_.weight_decay, decoupled_, step});
   }
 }
 

@@ -440,6 +440,23 @@ std::vector<Case> cases() {
               b.adam_update(p.desc(), g.desc(), m.desc(), v.desc(), cfg);
               return std::vector<Tensor>{p, m, v};
             });
+      // 20 parameters of 0 to n values: more than one launch's 16 on CUDA.
+      add("adam_update_many", "AdamW step 3, 20 parameters of up to" + size, dt, [=](Device dev, Backend& b) {
+        std::vector<Tensor> out, grads;  // grads: alive until the update has read them
+        std::vector<AdamTensors> group;
+        for (std::uint64_t i = 0; i < 20; ++i) {
+          const std::int64_t k = n * static_cast<std::int64_t>(i) / 19;
+          const Tensor p = input(dev, {k}, 110 + 4 * i, dt), g = input(dev, {k}, 111 + 4 * i, dt),
+                       m = input(dev, {k}, 112 + 4 * i, dt, -0.1, 0.1), v = input(dev, {k}, 113 + 4 * i, dt, 0, 0.1);
+          group.push_back({p.desc(), g.desc(), m.desc(), v.desc()});
+          out.insert(out.end(), {p, m, v});
+          grads.push_back(g);
+        }
+        AdamConfig cfg;
+        cfg.lr = 0.01, cfg.weight_decay = 0.1, cfg.decoupled = true, cfg.step = 3;
+        b.adam_update_many(group, cfg);
+        return out;
+      });
     }
     // --- GEMM: odd M, N, K; transposed operands; a broadcast batch; alpha and beta --------------------
     const std::int64_t shapes[][3] = {{1, 7, 33}, {7, 65, 1}, {33, 33, 257}, {65, 7, 33}, {257, 1, 7}, {33, 257, 65}};

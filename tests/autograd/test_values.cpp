@@ -5,6 +5,7 @@
 #include "../helpers.h"
 
 using namespace stepformer;
+using stepformer::test::close;
 using stepformer::test::f64;
 using stepformer::test::max_abs_diff;
 
@@ -204,6 +205,35 @@ TEST_CASE("adam_update_ matches one step of torch.optim.Adam and AdamW", "[ch00]
   Tensor mq = zeros({1}, {DType::float64}), vq = zeros({1}, {DType::float64});
   adam_update_(q, gq, mq, vq, cfg);  // AdamW: q * (1 - lr * wd) - lr * ...
   CHECK(q.item() == Catch::Approx(1.0 * (1 - 0.01) - 0.1 * 0.5 / (0.5 + 1e-8)).epsilon(1e-15));
+}
+
+// An optimizer's step over many parameters at once (Backend::adam_update_many; on CUDA a launch per 16): the same
+// bits as one adam_update_ each. 37 parameters (three launches' worth) of sizes 0 to 4000, float32 and float64
+// mixed (one group per dtype), AdamW at step 3.
+TEST_CASE("adam_update_ over many parameters gives the bits of one adam_update_ each", "[ch00][values]") {
+  NoGradGuard no_grad;
+  AdamConfig cfg;
+  cfg.lr = 0.01, cfg.weight_decay = 0.1, cfg.decoupled = true, cfg.step = 3;
+  Generator gen(5);
+  std::vector<Tensor> p, g, m, v, p1, m1, v1;
+  for (int i = 0; i < 37; ++i) {
+    const DType dt = i % 3 == 2 ? DType::float64 : DType::float32;
+    const std::int64_t n = (i * 397) % 4001;
+    const auto draw = [&](double low) { return uniform({n}, low, 1.0, gen, {dt}); };
+    p.push_back(draw(-1)), g.push_back(draw(-1)), m.push_back(draw(-1) * 0.1), v.push_back(draw(0) * 0.01);
+    p1.push_back(contiguous(p.back() * 1.0)), m1.push_back(contiguous(m.back() * 1.0));
+    v1.push_back(contiguous(v.back() * 1.0));
+  }
+  adam_update_(p, g, m, v, cfg);
+  for (std::size_t i = 0; i < p.size(); ++i) {
+    adam_update_(p1[i], g[i], m1[i], v1[i], cfg);
+    INFO("parameter " << i << ", " << p[i].numel() << " values");
+    CHECK(close(p[i], p1[i], 0, 0));
+    CHECK(close(m[i], m1[i], 0, 0));
+    CHECK(close(v[i], v1[i], 0, 0));
+  }
+  std::vector<Tensor> short_list(p.begin(), p.begin() + 2);
+  REQUIRE_THROWS_WITH_ALL(adam_update_(short_list, g, m, v, cfg), ValueError, "2 params, 37 grads");
 }
 
 TEST_CASE("in-place helpers: fill_, copy_ with broadcast and cast, add_", "[ch00][values]") {

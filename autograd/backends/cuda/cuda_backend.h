@@ -20,6 +20,8 @@ class CudaBackend final : public Backend {
   std::size_t bytes_in_use() const override { return bytes_in_use_.load(); }
   std::size_t host_waits() const override { return host_waits_.load(); }
   std::size_t kernel_launches() const override;  // memory.cu
+  // optim.cu: one launch per 16 parameters, the tensors' addresses passed in the launch's arguments.
+  void adam_update_many(const std::vector<AdamTensors>& group, const AdamConfig& cfg) override;
 
   // transpose.cu: a copy into a contiguous `out` from an `in` whose last two dimensions are swapped in
   // memory, through shared-memory tiles; false (nothing done) for any other layout.

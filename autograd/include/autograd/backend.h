@@ -14,6 +14,7 @@
 //   the op makes them contiguous first.
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "autograd/device.h"
 #include "autograd/dtype.h"
@@ -75,6 +76,10 @@ struct AdamConfig {
   double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.0;
   bool decoupled = false;  // AdamW (Loshchilov & Hutter): decay the weights, not the gradient
   std::int64_t step = 1;   // 1-based, for bias correction
+};
+// One parameter's tensors for adam_update_many: contiguous param, grad, m, v of one numel and dtype.
+struct AdamTensors {
+  TensorDesc param, grad, m, v;
 };
 
 // The attention kernels' settings. Scores are s_ij = scale * q_i . k_j; `causal` blocks key j > query i
@@ -193,6 +198,11 @@ class Backend {
   // One Adam/AdamW step on contiguous param, grad, m, v (all the same numel), in place.
   virtual void adam_update(const TensorDesc& param, const TensorDesc& grad, const TensorDesc& m, const TensorDesc& v,
                            const AdamConfig& cfg) = 0;
+  // The same step on several parameters of one dtype (an optimizer's step: PyTorch's foreach Adam), each exactly
+  // as adam_update would. Here one adam_update each; the CUDA backend launches one kernel per 16 parameters.
+  virtual void adam_update_many(const std::vector<AdamTensors>& group, const AdamConfig& cfg) {
+    for (const AdamTensors& t : group) adam_update(t.param, t.grad, t.m, t.v, cfg);
+  }
 };
 
 // The overrides of every kernel above, declared once for all backends: a backend's class names

@@ -142,5 +142,9 @@ Tensor& zero_(Tensor& a);
 Tensor& copy_(Tensor& dst, const Tensor& src);                 // src broadcasts to dst; dtypes may differ
 Tensor& add_(Tensor& a, const Tensor& b, double alpha = 1.0);  // a += alpha * b
 void adam_update_(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const AdamConfig& cfg);
+// The same step on every params[i] with grads[i], ms[i], vs[i] (PyTorch's foreach Adam): the same numbers as one
+// adam_update_ each, in fewer kernel launches on a GPU (Backend::adam_update_many).
+void adam_update_(std::vector<Tensor>& params, const std::vector<Tensor>& grads, std::vector<Tensor>& ms,
+                  std::vector<Tensor>& vs, const AdamConfig& cfg);
 
 }  // namespace stepformer

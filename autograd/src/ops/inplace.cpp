@@ -58,8 +58,10 @@ Tensor& add_(Tensor& a, const Tensor& b, double alpha) {
   return a;
 }
 
-void adam_update_(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const AdamConfig& cfg) {
-  for (Tensor* t : {&param, &m, &v}) check_writable("adam_update_", *t);
+namespace {
+// adam_update_'s checks of one parameter's tensors.
+void check_adam(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v, const AdamConfig& cfg) {
+  for (const Tensor* t : {&param, &m, &v}) check_writable("adam_update_", *t);
   detail::check_operands("adam_update_", {&param, &grad, &m, &v});
   detail::check_full_precision("adam_update_", param);
   for (const Tensor* t : {&grad, static_cast<const Tensor*>(&m), static_cast<const Tensor*>(&v)})
@@ -70,8 +72,38 @@ void adam_update_(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const
        {static_cast<const Tensor*>(&param), &grad, static_cast<const Tensor*>(&m), static_cast<const Tensor*>(&v)})
     if (!t->is_contiguous()) throw ValueError("adam_update_: param, grad and state must be contiguous");
   if (cfg.step < 1) throw ValueError(fmt::format("adam_update_: step is 1-based, got {}", cfg.step));
+}
+}  // namespace
+
+void adam_update_(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const AdamConfig& cfg) {
+  check_adam(param, grad, m, v, cfg);
   param.backend().adam_update(param.desc(), grad.desc(), m.desc(), v.desc(), cfg);
   for (Tensor* t : {&param, &m, &v}) t->bump_version();
+}
+
+void adam_update_(std::vector<Tensor>& params, const std::vector<Tensor>& grads, std::vector<Tensor>& ms,
+                  std::vector<Tensor>& vs, const AdamConfig& cfg) {
+  const std::size_t n = params.size();
+  if (grads.size() != n || ms.size() != n || vs.size() != n)
+    throw ValueError(fmt::format("adam_update_: {} params, {} grads, {} first and {} second moments", n, grads.size(),
+                                 ms.size(), vs.size()));
+  for (std::size_t i = 0; i < n; ++i) check_adam(params[i], grads[i], ms[i], vs[i], cfg);
+  // One group per backend and dtype, in the order of their first parameter.
+  std::vector<std::size_t> done(n, 0);
+  for (std::size_t first = 0; first < n; ++first) {
+    if (done[first]) continue;
+    Backend& backend = params[first].backend();
+    const DType dtype = params[first].dtype();
+    std::vector<AdamTensors> group;
+    for (std::size_t i = first; i < n; ++i) {
+      if (done[i] || &params[i].backend() != &backend || params[i].dtype() != dtype) continue;
+      group.push_back({params[i].desc(), grads[i].desc(), ms[i].desc(), vs[i].desc()});
+      done[i] = 1;
+    }
+    backend.adam_update_many(group, cfg);
+  }
+  for (std::size_t i = 0; i < n; ++i)
+    for (Tensor* t : {&params[i], &ms[i], &vs[i]}) t->bump_version();
 }
 
 }  // namespace stepformer
