@@ -34,5 +34,5 @@ target_compile_definitions(ladder_bench PRIVATE STEPFORMER_CUDA_NS=cuda_sim)
 add_test(NAME "ladder_bench counts every version" COMMAND ladder_bench)
 # A pass pattern alone would let a wrong version pass: WRONG fails it.
 set_tests_properties("ladder_bench counts every version" PROPERTIES LABELS cudasim-check
-                     PASS_REGULAR_EXPRESSION "transpose_v2<float>.*transpose_kernel<float>.*gemm_v4<float>.*gemm_v5<float>"
+                     PASS_REGULAR_EXPRESSION "transpose_v2<float>.*transpose_kernel<float>.*gemm_v4<float>.*gemm_v5<float, "
                      FAIL_REGULAR_EXPRESSION "WRONG")

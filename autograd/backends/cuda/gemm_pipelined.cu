@@ -19,7 +19,9 @@
 //   [32 k][128 rows], padded from 256 to 272 bytes; ldmatrix.trans transposes each 8 x 8 piece on the way.
 // A 16-byte copy needs 8 whole values at a 16-byte aligned address: K a multiple of 8 (along k) or the rows a
 // multiple of 8 (along rows), aligned strides and data. Any other view is staged one value at a time with bounds
-// checks, into the same layouts. 60 KB of shared memory per block: more than the 48 KB a launch gets without
+// checks, into the same layouts. The two layouts are template parameters (four kernels per type of c), so the
+// fragment loads of the inner loop do not branch: read at run time there, they pushed ptxas past 255 registers into
+// spills. 60 KB of shared memory per block: more than the 48 KB a launch gets without
 // asking (cudaFuncSetAttribute below).
 // v5 is proven on cuda-sim (oracle, every check, its counts), which cannot time it: gemm() keeps v4 until a GPU
 // measures v5 faster (docs/09_cuda.md).
@@ -82,24 +84,27 @@ __device__ __forceinline__ void stage(const bfloat16* x, const Operand& o, std::
 
 // A's fragments for 16 rows from m and 16 of k from k (mma_m16n8k16_bf16's a), or two of B's (8 columns each, from
 // n: its b for columns n..n+7 in f[0], f[1], for n+8..n+15 in f[2], f[3]).
-__device__ __forceinline__ void a_fragment(std::uint32_t (&f)[4], const bfloat16* tile, int staging, int m, int k) {
+template <bool kAlongK>
+__device__ __forceinline__ void a_fragment(std::uint32_t (&f)[4], const bfloat16* tile, int m, int k) {
   const int lane = static_cast<int>(threadIdx.x) % kWarp, q = lane / 8;  // lane gives row lane % 8 of matrix q
-  if (along_k(staging))  // matrices: rows m..m+7 at k, m+8.. at k, m.. at k+8, m+8.. at k+8
+  if (kAlongK)  // matrices: rows m..m+7 at k, m+8.. at k, m.. at k+8, m+8.. at k+8
     return ldmatrix_x4(f, tile + (m + lane % 16) * kAlongKRow + k + lane / 16 * 8, false);
   ldmatrix_x4(f, tile + (k + q / 2 * 8 + lane % 8) * kAlongRowsRow + m + q % 2 * 8, true);
 }
-__device__ __forceinline__ void b_fragments(std::uint32_t (&f)[4], const bfloat16* tile, int staging, int n, int k) {
+template <bool kAlongK>
+__device__ __forceinline__ void b_fragments(std::uint32_t (&f)[4], const bfloat16* tile, int n, int k) {
   const int lane = static_cast<int>(threadIdx.x) % kWarp, q = lane / 8;
-  if (along_k(staging))  // matrices: columns n..n+7 at k, n.. at k+8, n+8.. at k, n+8.. at k+8
+  if (kAlongK)  // matrices: columns n..n+7 at k, n.. at k+8, n+8.. at k, n+8.. at k+8
     return ldmatrix_x4(f, tile + (n + lane % 8 + q / 2 * 8) * kAlongKRow + k + q % 2 * 8, false);
   ldmatrix_x4(f, tile + (k + q % 2 * 8 + lane % 8) * kAlongRowsRow + n + q / 2 * 8, true);
 }
 
-template <class TC>
+// kAK, kBK: whether a and b are staged along k (the layout, fixed per launch, so the fragment loads do not branch).
+template <class TC, bool kAK, bool kBK>
 __global__ void __launch_bounds__(kThreads) gemm_v5(Problem p, Operand oa, Operand ob, float alpha, float beta) {
   CUDASIM_DYNAMIC_SHARED(bfloat16, shared);  // [stage][a, b][kStageValues]
   const int warp = static_cast<int>(threadIdx.x) / kWarp, lane = static_cast<int>(threadIdx.x) % kWarp;
-  const int g = lane / 4, t = lane % 4;                  // the fragments' row group and pair
+  const int g = lane / 4, t = lane % 4;
   const int wm = (warp / 2) * 64, wn = (warp % 2) * 64;  // this warp's part of the tile
   const std::int64_t row0 = static_cast<std::int64_t>(blockIdx.y) * kTile;
   const std::int64_t col0 = static_cast<std::int64_t>(blockIdx.x) * kTile;
@@ -130,11 +135,11 @@ __global__ void __launch_bounds__(kThreads) gemm_v5(Problem p, Operand oa, Opera
       for (int k = 0; k < kStepK; k += 16) {
         std::uint32_t af[4][4], bf[8][2];
         STEPFORMER_UNROLL
-        for (int i = 0; i < 4; ++i) a_fragment(af[i], a_tile(step), oa.staging, wm + 16 * i, k);
+        for (int i = 0; i < 4; ++i) a_fragment<kAK>(af[i], a_tile(step), wm + 16 * i, k);
         STEPFORMER_UNROLL
         for (int j = 0; j < 8; j += 2) {
           std::uint32_t two[4];
-          b_fragments(two, b_tile(step), ob.staging, wn + 8 * j, k);
+          b_fragments<kBK>(two, b_tile(step), wn + 8 * j, k);
           bf[j][0] = two[0], bf[j][1] = two[1], bf[j + 1][0] = two[2], bf[j + 1][1] = two[3];
         }
         STEPFORMER_UNROLL
@@ -161,23 +166,32 @@ __global__ void __launch_bounds__(kThreads) gemm_v5(Problem p, Operand oa, Opera
 
 // How an operand [rows along r, K along k] with the given strides (and batch strides) is staged.
 Operand operand(const TensorDesc& d, std::int64_t rows, std::int64_t ld_r, std::int64_t ld_k, std::int64_t K) {
-  bool aligned = reinterpret_cast<std::uintptr_t>(d.data) % 16 == 0;
-  for (int i = 0; i < d.ndim - 2; ++i) aligned = aligned && d.strides[i] % kChunks == 0;
+  const bool aligned = batches_16_byte_aligned(d);
   int staging = ld_k == 1 ? kScalarAlongK : kScalarAlongRows;
   if (aligned && ld_k == 1 && ld_r % kChunks == 0 && K % kChunks == 0) staging = kAsyncAlongK;
   if (aligned && ld_r == 1 && ld_k % kChunks == 0 && rows % kChunks == 0) staging = kAsyncAlongRows;
   return {rows, ld_r, ld_k, staging};
 }
 
-template <class TC>
+template <class TC, bool kAK, bool kBK>
 void launch_v5(const Problem& p, const Operand& oa, const Operand& ob, float alpha, float beta) {
 #if defined(__CUDACC__)
   // More dynamic shared memory than the default 48 KB: the kernel asks for it (an A100 or H100 allows 163 / 227 KB).
-  STEPFORMER_CUDA_CHECK(
-      cudaFuncSetAttribute(gemm_v5<TC>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSharedBytes)));
+  STEPFORMER_CUDA_CHECK(cudaFuncSetAttribute(gemm_v5<TC, kAK, kBK>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             static_cast<int>(kSharedBytes)));
 #endif
   const dim3 grid(tiles(p.n, kTile), tiles(p.m, kTile), batch_grid(p));
-  launch(gemm_v5<TC>, grid, dim3(kThreads), kSharedBytes, p, oa, ob, alpha, beta);
+  launch(gemm_v5<TC, kAK, kBK>, grid, dim3(kThreads), kSharedBytes, p, oa, ob, alpha, beta);
+}
+
+template <class TC>
+void launch_v5(const Problem& p, const Operand& oa, const Operand& ob, float alpha, float beta) {
+  const bool ak = oa.staging == kAsyncAlongK || oa.staging == kScalarAlongK;
+  const bool bk = ob.staging == kAsyncAlongK || ob.staging == kScalarAlongK;
+  if (ak && bk) return launch_v5<TC, true, true>(p, oa, ob, alpha, beta);
+  if (ak) return launch_v5<TC, true, false>(p, oa, ob, alpha, beta);
+  if (bk) return launch_v5<TC, false, true>(p, oa, ob, alpha, beta);
+  launch_v5<TC, false, false>(p, oa, ob, alpha, beta);
 }
 
 }  // namespace

@@ -49,6 +49,13 @@ __device__ __forceinline__ void store(TC* c, T acc, T alpha, T beta) {
 
 inline unsigned tiles(std::int64_t n, int tile) { return static_cast<unsigned>((n + tile - 1) / tile); }
 
+// Whether an operand's data and batch strides allow 16-byte accesses of bfloat16 (8 values) at every batch.
+inline bool batches_16_byte_aligned(const TensorDesc& d) {
+  bool aligned = reinterpret_cast<std::uintptr_t>(d.data) % 16 == 0;
+  for (int i = 0; i < d.ndim - 2; ++i) aligned = aligned && d.strides[i] % 8 == 0;
+  return aligned;
+}
+
 // v3 (gemm.cu): register blocking; float32 or float64 operands, or bfloat16 ones widened as they are staged.
 void gemm_register_blocked(const Problem& p, DType c_dtype, DType ab_dtype, double alpha, double beta);
 // v4 (gemm_tensor_cores.cu): bfloat16 a and b, a float32 or bfloat16 c, on the tensor cores.

@@ -184,8 +184,7 @@ __global__ void __launch_bounds__(kThreads) gemm_v4(Problem p, Operand oa, Opera
 
 // How an operand [rows along r, K along k] with the given strides (and batch strides) is staged.
 Operand operand(const TensorDesc& d, std::int64_t rows, std::int64_t ld_r, std::int64_t ld_k, std::int64_t K) {
-  bool aligned = reinterpret_cast<std::uintptr_t>(d.data) % 16 == 0;
-  for (int i = 0; i < d.ndim - 2; ++i) aligned = aligned && d.strides[i] % 8 == 0;
+  const bool aligned = batches_16_byte_aligned(d);
   int staging = ld_k == 1 ? kScalarAlongK : kScalarAlongRows;
   if (aligned && K % 8 == 0 && ld_k == 1 && ld_r % 8 == 0) staging = kVectorAlongK;
   if (aligned && K % 2 == 0 && ld_r == 1 && ld_k % 8 == 0 && rows % 8 == 0) staging = kVectorAlongRows;
