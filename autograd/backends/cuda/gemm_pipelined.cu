@@ -41,7 +41,9 @@ constexpr std::size_t kSharedBytes = sizeof(bfloat16) * kStages * 2 * kStageValu
 constexpr int kCopiesPerStep = 2 * kTile * kStepK / kChunks / kThreads;  // per thread, both operands: 8
 enum Staging : int { kAsyncAlongK, kAsyncAlongRows, kScalarAlongK, kScalarAlongRows };
 
-__device__ __forceinline__ bool along_k(int staging) { return staging == kAsyncAlongK || staging == kScalarAlongK; }
+__host__ __device__ __forceinline__ bool along_k(int staging) {
+  return staging == kAsyncAlongK || staging == kScalarAlongK;
+}
 
 // One operand as the kernel stages it: x[r, k] at x + r * ld_r + k * ld_k, batch offsets aside.
 struct Operand {
@@ -186,8 +188,7 @@ void launch_v5(const Problem& p, const Operand& oa, const Operand& ob, float alp
 
 template <class TC>
 void launch_v5(const Problem& p, const Operand& oa, const Operand& ob, float alpha, float beta) {
-  const bool ak = oa.staging == kAsyncAlongK || oa.staging == kScalarAlongK;
-  const bool bk = ob.staging == kAsyncAlongK || ob.staging == kScalarAlongK;
+  const bool ak = along_k(oa.staging), bk = along_k(ob.staging);
   if (ak && bk) return launch_v5<TC, true, true>(p, oa, ob, alpha, beta);
   if (ak) return launch_v5<TC, true, false>(p, oa, ob, alpha, beta);
   if (bk) return launch_v5<TC, false, true>(p, oa, ob, alpha, beta);
