@@ -308,6 +308,13 @@ void Tensor::backward(const Tensor& grad, bool retain_graph) const {
 }
 
 namespace detail {
+bool is_cast_of(const Tensor& copy, const Tensor& source) {
+  const Node* node = copy.impl()->grad_fn.get();
+  if (!node || node->op != Op::to_dtype || node->edges.size() != 1 || !node->edges[0].to) return false;
+  const TensorImpl& s = *source.impl();
+  return node->edges[0].to == (s.grad_fn ? s.grad_fn : s.grad_accumulator);
+}
+
 void check_backward_read(const Tensor& t) {
   const BackwardReads* reads = g_backward_reads;
   if (!reads) return;

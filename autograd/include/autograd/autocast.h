@@ -7,8 +7,8 @@
 // that can autocast to float32", torch.amp docs): docs/11_mixed_precision.md. Deviation: PyTorch's
 // matmul returns bfloat16 and the next op reads bfloat16; ours rounds only the operands, so the product
 // keeps float32 and the ops after it (bias, GELU, softmax, layer norm, residual adds) read float32.
-// The parameters stay float32 (the master copy) and so do their gradients: the cast's backward
-// converts the bfloat16 gradient back.
+// The parameters stay float32 (the master copy) and so do their gradients: matmul's backward products
+// return float32 sums, which the casts' backward passes on (PyTorch's return bfloat16, widened by the cast).
 //
 // As torch.autocast's cache (cache_enabled), a conversion made with grad mode off inside a scope is kept until the
 // outermost scope ends: decoding converts each weight once per generated sequence instead of once per token.

@@ -42,6 +42,10 @@ void check_backward_read(const Tensor& t);
 // tensor; and keep one.
 Tensor autocast_kept(const Tensor& source, DType target);
 void autocast_keep(const Tensor& source, const Tensor& converted);
+// Whether `copy` is the output of a recorded to() of `source` itself: the cast's backward then takes a gradient in
+// source's dtype as it is (Tensor::to of a tensor already in that dtype is the tensor), so an op reading
+// `copy` may return source's dtype for it (matmul under autocast).
+bool is_cast_of(const Tensor& copy, const Tensor& source);
 // The shape as a TensorDesc-compatible check (kMaxDims).
 void check_ndim(const char* op, const Shape& shape);
 

@@ -8,11 +8,10 @@ namespace stepformer {
 
 namespace {
 
-Tensor matmul_nd(const Tensor& a, const Tensor& b);  // the product in the operands' dtype
-
 // a [..., M, K] @ b [..., K, N] -> [batch..., M, N], both at least 2-D; the product is `out_dtype` (a's
-// dtype, or float32 for bfloat16 operands under autocast).
-Tensor matmul_nd(const Tensor& a, const Tensor& b, DType out_dtype) {
+// dtype, or float32 for bfloat16 operands under autocast), and so are the backward's products, the gradients
+// of a and b, unless `grad_dtype` says otherwise (float32 for autocast's bfloat16 copies: see matmul).
+Tensor matmul_nd(const Tensor& a, const Tensor& b, DType out_dtype, DType grad_dtype) {
   const std::int64_t M = a.size(-2), K = a.size(-1), N = b.size(-1);
   if (b.size(-2) != K)
     throw ShapeError(fmt::format("matmul: inner dimensions differ: {} @ {} ({} vs {})", to_string(a.shape()),
@@ -31,20 +30,21 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b, DType out_dtype) {
   const bool a_needs = a.requires_grad(), b_needs = b.requires_grad();
   // An undefined saved operand: the other input needs no gradient.
   record(Op::matmul, out, {a, b}, {b_needs ? a : Tensor(), a_needs ? b : Tensor()},
-         [a_shape = a.shape(), b_shape = b.shape(), dtype = a.dtype()](const Tensor& grad, const Tensor& sa,
-                                                                       const Tensor& sb) -> Gradients {
-           // The backward's products run in the operands' dtype: a float32 gradient of a bfloat16 product
+         [a_shape = a.shape(), b_shape = b.shape(), dtype = a.dtype(), grad_dtype](const Tensor& grad, const Tensor& sa,
+                                                                                   const Tensor& sb) -> Gradients {
+           // The backward's products read the operands' dtype: a float32 gradient of a bfloat16 product
            // is rounded to bfloat16 first, as PyTorch's bfloat16 matmul receives a bfloat16 gradient.
            const Tensor g = detail::stored_as(grad, dtype);
+           const auto product = [grad_dtype](const Tensor& x, const Tensor& y) {
+             return matmul_nd(x, y, grad_dtype, grad_dtype);  // grad mode is off in a backward: no history
+           };
            // EXERCISE 0.2: the gradients of a @ b with respect to a and to b.
-           return {sb.defined() ? sum_to(matmul_nd(g, transpose(sb, -1, -2)), a_shape) : Tensor(),
-                   sa.defined() ? sum_to(matmul_nd(transpose(sa, -1, -2), g), b_shape) : Tensor()};
+           return {sb.defined() ? sum_to(product(g, transpose(sb, -1, -2)), a_shape) : Tensor(),
+                   sa.defined() ? sum_to(product(transpose(sa, -1, -2), g), b_shape) : Tensor()};
            // END EXERCISE
          });
   return out;
 }
-
-Tensor matmul_nd(const Tensor& a, const Tensor& b) { return matmul_nd(a, b, a.dtype()); }
 
 // What matmul multiplies inside a bfloat16 autocast scope, and the dtype of its product.
 struct Autocast {
@@ -67,6 +67,16 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
       autocast_dtype() == DType::bfloat16 ? autocast_operands(a_in, b_in) : Autocast{a_in, b_in, a_in.dtype()};
   const Tensor &a = cast.a, &b = cast.b;
   const DType out_dtype = cast.product;
+  // Autocast's copies hand their gradients to the casts as the backward products' float32 sums, which the
+  // casts' backward passes on as they are, where a bfloat16 gradient would be rounded once and widened
+  // again (two passes and a buffer per gradient). PyTorch's bfloat16 matmul returns its gradients rounded to
+  // bfloat16; ours are float32, as its forward product is (deviation, docs/11_mixed_precision.md). Only when
+  // every operand that needs a gradient is a cast made here: nothing else reads them, so no other gradient
+  // meets the float32 one.
+  const bool past_casts = out_dtype != a.dtype() && (a.requires_grad() || b.requires_grad()) &&
+                          (!a.requires_grad() || detail::is_cast_of(a, a_in)) &&
+                          (!b.requires_grad() || detail::is_cast_of(b, b_in));
+  const DType grad_dtype = past_casts ? out_dtype : a.dtype();
   if (a.dim() == 0 || b.dim() == 0)
     throw ShapeError(fmt::format("matmul: both operands need at least 1 dim, got {} @ {}", to_string(a.shape()),
                                  to_string(b.shape())));
@@ -79,9 +89,9 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
     // one GEMM too instead of a batched product summed over the batch (as torch.matmul folds).
     Shape shape = a2.shape();
     shape.back() = b2.size(1);
-    out = reshape(matmul_nd(reshape(a2, {-1, a2.size(-1)}), b2, out_dtype), shape);
+    out = reshape(matmul_nd(reshape(a2, {-1, a2.size(-1)}), b2, out_dtype, grad_dtype), shape);
   } else {
-    out = matmul_nd(a2, b2, out_dtype);
+    out = matmul_nd(a2, b2, out_dtype, grad_dtype);
   }
   if (b.dim() == 1) out = squeeze(out, -1);
   if (a.dim() == 1) out = squeeze(out, b.dim() == 1 ? -1 : -2);
