@@ -159,7 +159,11 @@ int run_bf16(const std::string& json_path, bool quick) {
         Case{2048, 688, 256, "LM SwiGLU out x W^T", true}, Case{2048, 256, 2000, "LM head x E^T", true},
         Case{256, 2048, 256, "LM dW q dY^T X", false, true}, Case{64, 2048, 256, "LM dW k dY^T X", false, true},
         Case{688, 2048, 256, "LM dW in dY^T X", false, true}, Case{2000, 2048, 256, "LM dE dY^T X", false, true},
-        Case{256, 2048, 688, "LM dW out dY^T X", false, true}})
+        Case{256, 2048, 688, "LM dW out dY^T X", false, true},
+        // The base model's output layer (1024 tokens, d_model 512, 37,000 ids): its logits, their gradient
+        // through the tied embedding, and the embedding's gradient; the step's largest products.
+        Case{1024, 512, 37000, "base head x E^T", true}, Case{1024, 37000, 512, "base dX dY E"},
+        Case{37000, 1024, 512, "base dE dY^T X", false, true}})
     cases.push_back(c);
   if (quick) cases.resize(2);
   const dnnl_version_t* dnnl = dnnl_version();

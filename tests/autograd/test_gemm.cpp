@@ -189,6 +189,45 @@ TEMPLATE_TEST_CASE("GEMM: thin products (M <= 4) agree with the reference, B eit
           }
 }
 
+// A row-major A with a short K is read in place and B packed kInPlaceBBytes at a time: a B wider than that (the
+// base model's output layer) is multiplied block after block, the last block and its last panel short. float32
+// against the reference, bfloat16 (the vdpbf16ps kernel where the CPU has it) against a double sum.
+TEST_CASE("GEMM reading A in place: a B wider than one block of packed panels agrees with the reference", "[gemm]") {
+  const std::int64_t M = 30, K = 256;
+  for (const int threads : {1, 2}) {
+    INFO("threads=" << threads);
+    {
+      // float32: a k block of the last kernel's kc (or all of K) values, of 4 bytes, per packed column
+      const std::int64_t N = kInPlaceBBytes / (std::min(gemm_kernels<float>().back().kc, K) * 4) + 69;
+      const auto av = random_values<float>(M * K, 17), bv = random_values<float>(K * N, 18);
+      std::vector<float> got(M * N), want(M * N);
+      gemm<float>(M, N, K, 1.f, {av.data(), K, 1}, {bv.data(), N, 1}, 0.f, {got.data(), N, 1}, threads);
+      reference<float>(M, N, K, 1.f, {av.data(), K, 1}, {bv.data(), N, 1}, 0.f, {want.data(), N, 1});
+      double worst = 0;
+      for (std::size_t i = 0; i < got.size(); ++i)
+        worst = std::max(worst, std::abs(static_cast<double>(got[i]) - static_cast<double>(want[i])));
+      CHECK(worst <= 4.0 * K * 1.2e-7);
+    }
+    {
+      const std::int64_t N = kInPlaceBBytes / (K * 2) + 69;  // bfloat16: K / 2 pairs of 4 bytes per packed column
+      const auto af = random_values<float>(M * K, 19), bf = random_values<float>(K * N, 20);
+      std::vector<bfloat16> av(af.begin(), af.end()), bv(bf.begin(), bf.end());
+      std::vector<float> got(M * N);
+      gemm<float, bfloat16>(M, N, K, 1.f, {av.data(), K, 1}, {bv.data(), N, 1}, 0.f, {got.data(), N, 1}, threads);
+      double worst = 0;
+      for (std::int64_t i = 0; i < M; ++i)
+        for (std::int64_t j = 0; j < N; ++j) {
+          double sum = 0;
+          for (std::int64_t k = 0; k < K; ++k)
+            sum += static_cast<double>(static_cast<float>(av[i * K + k])) *
+                   static_cast<double>(static_cast<float>(bv[k * N + j]));
+          worst = std::max(worst, std::abs(static_cast<double>(got[i * N + j]) - sum));
+        }
+      CHECK(worst <= 2.0 * K * 1.2e-7);
+    }
+  }
+}
+
 // bfloat16 A and B, float32 C (chapter 11): gemm's own choice (the vdpbf16ps kernel, avx512_bf16, on a CPU that
 // has AVX512_BF16) and every float32 kernel on widened operands (the fallback, which naming a kernel forces)
 // against a double sum of the same bfloat16 values. Odd K leaves half a pair, whose zero must add nothing; K

@@ -279,34 +279,45 @@ const gemm_detail::MicroKernelBf16* bf16_dot() {
 // "A short K reads A in place", measures both). A bfloat16 A needs an even K: its pairs of k then already sit side
 // by side, as vdpbf16ps takes them. `per` is how many k one packed element of B covers (1, or 2 for pairs);
 // row(i, k0) points at A's row i from k0; run(kp, row, m, b, c, rs_c, alpha, beta) is the in-place micro-kernel.
+// A wide B is packed and multiplied kInPlaceBBytes (gemm.h) of packed panels at a time, which stay in L3 (32 MB on
+// Zen 3, 4 and 5) while every row panel reads them: packed whole, the base model's output layer (37,000 columns,
+// 38 MB) came from memory once per row panel, at 0.87x oneDNN (docs/performance.md). A B that fits is packed whole:
+// 256 KB blocks (for L2) cost products whose B fits in L3 a few percent in barriers and reread rows of A.
+
 template <class T, class P, class PackB, class Row, class Run>
 void gemm_rows_in_place(std::int64_t M, std::int64_t N, std::int64_t K, T alpha, T beta, MatrixView<T> c, int threads,
                         int mr, int nr, int per, std::int64_t kc_max, PackB pack_b, Row row, Run run) {
   threads = team_size(M, N, K, threads);
   const std::int64_t panels = (N + nr - 1) / nr, row_panels = (M + mr - 1) / mr;
-  P* const packed_b = scratch<P>(0, static_cast<std::size_t>(panels * nr * (std::min(kc_max, K) + per - 1) / per));
+  const std::int64_t kp_max = (std::min(kc_max, K) + per - 1) / per;
+  const std::int64_t block_panels =
+      std::clamp<std::int64_t>(kInPlaceBBytes / (kp_max * nr * static_cast<std::int64_t>(sizeof(P))), 1, panels);
+  P* const packed_b = scratch<P>(0, static_cast<std::size_t>(block_panels * nr * kp_max));
 #pragma omp parallel num_threads(threads) if (threads > 1)
   for (std::int64_t pc = 0; pc < K; pc += kc_max) {
     const std::int64_t kc = std::min(kc_max, K - pc), kp = (kc + per - 1) / per;
     const T beta_here = pc == 0 ? beta : T(1);
+    for (std::int64_t p0 = 0; p0 < panels; p0 += block_panels) {
+      const std::int64_t p1 = std::min(panels, p0 + block_panels);
 #pragma omp for schedule(static)
-    for (std::int64_t p = 0; p < panels; ++p)
-      pack_b(pc, kc, p * nr, std::min<std::int64_t>(nr, N - p * nr), packed_b + p * kp * nr);
+      for (std::int64_t p = p0; p < p1; ++p)
+        pack_b(pc, kc, p * nr, std::min<std::int64_t>(nr, N - p * nr), packed_b + (p - p0) * kp * nr);
 #pragma omp for schedule(static)
-    for (std::int64_t ip = 0; ip < row_panels; ++ip) {
-      const std::int64_t i = ip * mr;
-      const int m = static_cast<int>(std::min<std::int64_t>(mr, M - i));
-      const auto ai = row(i, pc);
-      for (std::int64_t p = 0; p < panels; ++p) {
-        const std::int64_t j = p * nr, n = std::min<std::int64_t>(nr, N - j);
-        T* const cij = c.data + i * c.row_stride + j * c.col_stride;
-        const P* const bp = packed_b + p * kp * nr;
-        if (m == mr && n == nr && c.col_stride == 1) {
-          run(kp, ai, m, bp, cij, c.row_stride, alpha, beta_here);
-        } else {
-          alignas(64) T tile[16 * 64];
-          run(kp, ai, m, bp, tile, nr, T(1), T(0));
-          write_edge(tile, nr, m, n, alpha, beta_here, cij, c.row_stride, c.col_stride);
+      for (std::int64_t ip = 0; ip < row_panels; ++ip) {
+        const std::int64_t i = ip * mr;
+        const int m = static_cast<int>(std::min<std::int64_t>(mr, M - i));
+        const auto ai = row(i, pc);
+        for (std::int64_t p = p0; p < p1; ++p) {
+          const std::int64_t j = p * nr, n = std::min<std::int64_t>(nr, N - j);
+          T* const cij = c.data + i * c.row_stride + j * c.col_stride;
+          const P* const bp = packed_b + (p - p0) * kp * nr;
+          if (m == mr && n == nr && c.col_stride == 1) {
+            run(kp, ai, m, bp, cij, c.row_stride, alpha, beta_here);
+          } else {
+            alignas(64) T tile[16 * 64];
+            run(kp, ai, m, bp, tile, nr, T(1), T(0));
+            write_edge(tile, nr, m, n, alpha, beta_here, cij, c.row_stride, c.col_stride);
+          }
         }
       }
     }

@@ -58,6 +58,9 @@ template <class T, class TA = T>
 void gemm(std::int64_t M, std::int64_t N, std::int64_t K, T alpha, MatrixView<const TA> a, MatrixView<const TA> b,
           T beta, MatrixView<T> c, int threads = 0, const GemmKernel<T>* kernel = nullptr);
 
+// A product that reads A in place packs B this many bytes of packed panels at a time (gemm.cpp says why).
+inline constexpr std::int64_t kInPlaceBBytes = 4 << 20;
+
 // The bfloat16 dot-product kernel gemm<float, bfloat16> uses when no kernel is named: "avx512_bf16"
 // (vdpbf16ps, operands packed in pairs of k) on a CPU with AVX512_BF16, else null. Naming a float32 kernel
 // runs it on operands widened as they are packed: the fallback, the same arithmetic up to rounding.
