@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "autograd/grad_mode.h"
@@ -148,21 +149,33 @@ void Adam::step() {
 Tensor clip_grad_norm_(const std::vector<Tensor>& params, double max_norm) {
   if (!(max_norm > 0)) throw ValueError(fmt::format("clip_grad_norm_: max_norm must be positive, got {}", max_norm));
   NoGradGuard no_grad;
-  std::vector<Tensor> squares;  // each gradient's squares summed in its own dtype, then added in double
-  for (const Tensor& p : params)
-    if (p.grad().defined()) squares.push_back(sum(p.grad() * p.grad()).to(DType::float64));
+  // Each gradient's squares summed in its own dtype, then added in double: the sums of one dtype are stacked and
+  // converted together (one conversion per dtype, not per parameter: kernel launches on a GPU, docs/09).
+  std::vector<std::pair<DType, std::vector<Tensor>>> squares;
+  for (const Tensor& p : params) {
+    if (!p.grad().defined()) continue;
+    const DType dtype = p.grad().dtype();
+    auto group = std::find_if(squares.begin(), squares.end(), [&](const auto& s) { return s.first == dtype; });
+    if (group == squares.end()) group = squares.insert(squares.end(), {dtype, {}});
+    group->second.push_back(sum(p.grad() * p.grad()));
+  }
   if (squares.empty()) return scalar(0.0, {DType::float64, params.empty() ? default_device() : params[0].device()});
-  const Tensor total = sqrt(sum(stack(squares, 0)));
+  std::vector<Tensor> in_double;
+  for (const auto& [dtype, sums] : squares) in_double.push_back(stack(sums, 0).to(DType::float64));
+  const Tensor total = sqrt(sum(in_double.size() == 1 ? in_double[0] : cat(in_double, 0)));
   // Computed on the device and never read back (as PyTorch does): min(1, max_norm / (total + 1e-6)) scales
   // every gradient, by exactly 1 when the norm is within max_norm, and the host never waits for the norm.
   const Tensor coef = max_norm / (total + 1e-6);
   const Tensor one = scalar(1.0, {DType::float64, coef.device()});
   const Tensor clipped = where(lt(coef, one), coef, one);
-  for (const Tensor& p : params)
-    if (p.grad().defined()) {
-      Tensor g = p.grad();
-      copy_(g, g * clipped.to(g.dtype()));
-    }
+  std::vector<std::pair<DType, Tensor>> factors;  // clipped in each gradient dtype, converted once
+  for (const Tensor& p : params) {
+    if (!p.grad().defined()) continue;
+    Tensor g = p.grad();
+    auto factor = std::find_if(factors.begin(), factors.end(), [&](const auto& f) { return f.first == g.dtype(); });
+    if (factor == factors.end()) factor = factors.insert(factors.end(), {g.dtype(), clipped.to(g.dtype())});
+    mul_(g, factor->second);
+  }
   return total;
 }
 

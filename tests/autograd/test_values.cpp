@@ -236,7 +236,7 @@ TEST_CASE("adam_update_ over many parameters gives the bits of one adam_update_ 
   REQUIRE_THROWS_WITH_ALL(adam_update_(short_list, g, m, v, cfg), ValueError, "2 params, 37 grads");
 }
 
-TEST_CASE("in-place helpers: fill_, copy_ with broadcast and cast, add_", "[ch00][values]") {
+TEST_CASE("in-place helpers: fill_, copy_ with broadcast and cast, add_, mul_", "[ch00][values]") {
   Tensor a = zeros({2, 3});
   copy_(a, f64({1, 2, 3}, {3}));
   CHECK(a.to_vector<double>() == std::vector<double>{1, 2, 3, 1, 2, 3});
@@ -245,6 +245,14 @@ TEST_CASE("in-place helpers: fill_, copy_ with broadcast and cast, add_", "[ch00
   Tensor col = narrow(a, 1, 0, 1);
   fill_(col, -1.0);
   CHECK(a.to_vector<double>() == std::vector<double>{-1, 4, 5, -1, 4, 5});
+  // mul_ writes its output over its first operand: a 0-dim factor, then a row broadcast over a strided view.
+  mul_(a, scalar(-2.0));
+  CHECK(a.to_vector<double>() == std::vector<double>{2, -8, -10, 2, -8, -10});
+  Tensor right = narrow(a, 1, 1, 2);
+  mul_(right, f64({10, 100}, {2}).to(a.dtype()));
+  CHECK(a.to_vector<double>() == std::vector<double>{2, -80, -1000, 2, -80, -1000});
+  REQUIRE_THROWS_WITH_ALL(mul_(a, ones({4})), ShapeError, "mul_", "[4]", "[2, 3]");
   Tensor e = expand(zeros({1}), {3});
   REQUIRE_THROWS_WITH_ALL(fill_(e, 1.0), ValueError, "expanded");
+  REQUIRE_THROWS_WITH_ALL(mul_(e, ones({3})), ValueError, "mul_", "expanded");
 }

@@ -81,6 +81,14 @@ TEST_CASE("clip_grad_norm_ scales all gradients to the global norm, as torch", "
   CHECK(b.grad().at({0}) == Catch::Approx(4 * coef));
   CHECK(nn::clip_grad_norm_({a, b}, 10.0).item() == Catch::Approx(1.0).epsilon(1e-5));  // below the limit: unchanged
   CHECK(a.grad().at({0}) == Catch::Approx(3 * coef));
+  // Gradients of two dtypes: each dtype's squares summed apart, every gradient scaled in its own dtype.
+  Tensor c = zeros({1}, {DType::float64}).set_requires_grad(), d = zeros({1}).set_requires_grad();
+  sum(c * 12.0).backward();  // with d: norm sqrt(144 + 25) = 13
+  sum(d * 5.0).backward();
+  CHECK(nn::clip_grad_norm_({d, c}, 1.0).item() == Catch::Approx(13.0));
+  CHECK(c.grad().dtype() == DType::float64);
+  CHECK(c.grad().at({0}) == Catch::Approx(12.0 / (13.0 + 1e-6)));
+  CHECK(d.grad().at({0}) == Catch::Approx(5.0 / (13.0 + 1e-6)));
 }
 
 TEST_CASE("schedules equal their formulas", "[nn][schedule]") {

@@ -115,6 +115,7 @@ class Backend {
   // --- elementwise --------------------------------------------------------------------------------
   virtual void fill(const TensorDesc& out, double value) = 0;
   virtual void unary(UnaryOp op, const TensorDesc& out, const TensorDesc& in, double alpha) = 0;
+  // `out` may be `a` itself (the same data and strides: mul_): each element of a is read before out's is written.
   virtual void binary(BinaryOp op, const TensorDesc& out, const TensorDesc& a, const TensorDesc& b) = 0;
   // out = cond ? a : b (cond is boolean).
   virtual void where(const TensorDesc& out, const TensorDesc& cond, const TensorDesc& a, const TensorDesc& b) = 0;

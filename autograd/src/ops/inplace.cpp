@@ -58,6 +58,17 @@ Tensor& add_(Tensor& a, const Tensor& b, double alpha) {
   return a;
 }
 
+Tensor& mul_(Tensor& a, const Tensor& b) {
+  check_writable("mul_", a);
+  detail::check_operands("mul_", {&a, &b});
+  if (broadcast_shapes("mul_", a.shape(), b.shape()) != a.shape())
+    throw ShapeError(
+        fmt::format("mul_: operand of shape {} does not broadcast to {}", to_string(b.shape()), to_string(a.shape())));
+  a.backend().binary(BinaryOp::mul, a.desc(), a.desc(), detail::broadcast_desc(b, a.shape()));
+  a.bump_version();
+  return a;
+}
+
 namespace {
 // adam_update_'s checks of one parameter's tensors.
 void check_adam(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v, const AdamConfig& cfg) {
