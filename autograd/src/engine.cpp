@@ -206,13 +206,28 @@ Gradients run_backward(const Node& node, const Tensor& g) {
   return node.backward(g, node.saved);
 }
 
+// Whether nothing but `g` holds g's memory, all of it, laid out as the leaf's gradient: then g can become that
+// gradient (as PyTorch's AccumulateGrad steals a gradient nobody else references). A gradient handed to two
+// inputs (add's), a view of another gradient, or one the caller passed to backward() is held elsewhere too.
+bool sole_owner(const Tensor& g, const TensorImpl& leaf) {
+  const auto& impl = g.impl_ptr();
+  return impl.use_count() == 1 && impl->storage.use_count() == 1 && g.offset() == 0 && g.is_contiguous() &&
+         impl->storage->bytes == static_cast<std::size_t>(g.numel()) * element_size(g.dtype()) &&
+         g.dtype() == leaf.dtype && g.shape() == leaf.shape && leaf.storage &&
+         g.device() == leaf.storage->backend->device();
+}
+
 void accumulate_into_leaf(const Node& acc, const Tensor& g) {
   auto leaf_impl = acc.leaf.lock();
   if (!leaf_impl) return;  // the leaf is gone: nobody can read its gradient
   Tensor& grad = leaf_impl->grad;
   if (!grad.defined()) {
-    grad = empty_like(g);  // a fresh buffer: g may be a view of another tensor's gradient
-    copy_(grad, g);
+    if (sole_owner(g, *leaf_impl)) {
+      grad = g;  // no copy: one pass and one kernel launch per parameter and step fewer
+    } else {
+      grad = empty_like(g);  // a fresh buffer: g is held elsewhere too
+      copy_(grad, g);
+    }
   } else {
     add_(grad, g);
   }

@@ -32,6 +32,30 @@ TEST_CASE("repeated backward calls accumulate into leaves, as in PyTorch", "[ch0
   CHECK(max_abs_diff(w.grad(), {3.0, 3.0}) == 0.0);
 }
 
+// A leaf's first gradient is taken as it is when nothing else holds it, else copied: no two leaves, and no leaf and
+// the caller, may share a gradient's memory, or an in-place change to one (clipping, an optimizer) changes both.
+TEST_CASE("a leaf's gradient shares memory with no other leaf's gradient and no tensor of the caller",
+          "[ch00][engine]") {
+  Tensor a = f64({1.0, 2.0}, {2}).set_requires_grad(), b = f64({3.0, 4.0}, {2}).set_requires_grad();
+  (a + b).backward(ones({2}, {DType::float64}));  // add hands one gradient to both inputs
+  Tensor ga = a.grad();
+  mul_(ga, scalar(3.0, {DType::float64}));
+  CHECK(max_abs_diff(a.grad(), {3.0, 3.0}) == 0.0);
+  CHECK(max_abs_diff(b.grad(), {1.0, 1.0}) == 0.0);
+
+  Tensor c = f64({5.0, 6.0}, {2}).set_requires_grad();
+  const Tensor seed = f64({7.0, 8.0}, {2});
+  (c + 0.0).backward(seed);  // add's backward passes the caller's tensor through
+  Tensor gc = c.grad();
+  mul_(gc, scalar(2.0, {DType::float64}));
+  CHECK(max_abs_diff(seed, {7.0, 8.0}) == 0.0);
+  CHECK(max_abs_diff(c.grad(), {14.0, 16.0}) == 0.0);
+
+  Tensor d = f64({1.0, 1.0}, {2}).set_requires_grad();
+  sum(d * 2.0).backward();  // a gradient made for d alone: taken as it is, the same values
+  CHECK(max_abs_diff(d.grad(), {2.0, 2.0}) == 0.0);
+}
+
 TEST_CASE("a post-accumulate hook runs once per backward, after the leaf's whole gradient is in", "[ch00][engine]") {
   // w is used by three ops whose gradients reach its accumulator as one sum: the hook must see 2 + 3 + 4 = 9 and
   // run once, after a (which needs no gradient) and the other leaf v, in the order the engine reaches them.
