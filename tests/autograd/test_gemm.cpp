@@ -5,6 +5,8 @@
 
 #include "../helpers.h"
 #include "cpu/gemm.h"
+#include "cpu/gemm_isa.h"
+#include "cpu/gemm_pack.h"
 
 using namespace stepformer;
 using namespace stepformer::cpu;
@@ -275,6 +277,56 @@ TEST_CASE("bfloat16 GEMM: the dot-product kernel and the widened fallback match 
             CHECK(worst <= 2.0 * static_cast<double>(K) * 1.2e-7 + 4 * 1.2e-7);
           }
         }
+}
+
+// The vdpbf16ps kernel's packing in AVX-512 (gemm_avx512bf16.cpp) against gemm_pack.h's portable loops, word for
+// word: each layout it vectorises (B row-major and transposed, A column-major and row-major) and one it leaves to
+// the portable loop, at offsets into a padded operand, odd k (the last pair's high half zero), panels cut short by
+// the edge (their zeros), and nothing written past the panels.
+TEST_CASE("bfloat16 packing in AVX-512 writes the portable packing's words, and nothing past them", "[gemm][bf16]") {
+#if defined(__x86_64__)
+  if (!bf16_dot_kernel()) SKIP("this CPU has no AVX512_BF16 (or STEPFORMER_NO_BF16_DOT is set)");
+  const gemm_detail::MicroKernelBf16 dot = gemm_detail::avx512_bf16();
+  const std::int64_t rows = 300, cols = 301;  // the operand: element (i, j) of a view lies within rows x cols
+  std::vector<bfloat16> mem(rows * cols);
+  const auto values = random_values<float>(mem.size(), 21);
+  for (std::size_t i = 0; i < mem.size(); ++i) mem[i] = bfloat16(values[i]);
+  constexpr std::uint32_t kUntouched = 0xDEADBEEF;
+  auto same = [&](auto pack_fast, auto pack_portable, std::size_t words) {
+    std::vector<std::uint32_t> fast(words + 16, kUntouched), portable(words + 16, kUntouched);
+    pack_fast(fast.data());
+    pack_portable(portable.data());
+    CHECK(fast == portable);
+  };
+  for (const std::int64_t kc : {1, 2, 7, 64, 257})
+    for (const std::int64_t k0 : {0, 3}) {
+      // B: kc rows from k0, n columns from j0, as row-major, transposed, and neither (a stride of 2 both ways).
+      for (const std::int64_t n : {1, 15, 16, 17, 31, 32})
+        for (const int layout : {0, 1, 2}) {
+          const MatrixView<const bfloat16> b = layout == 0   ? MatrixView<const bfloat16>{mem.data(), cols, 1}
+                                               : layout == 1 ? MatrixView<const bfloat16>{mem.data(), 1, cols}
+                                                             : MatrixView<const bfloat16>{mem.data(), cols + 1, 2};
+          const std::int64_t j0 = 5;
+          INFO("B layout " << layout << " kc=" << kc << " k0=" << k0 << " n=" << n);
+          same([&](std::uint32_t* d) { dot.pack_b(b, k0, kc, j0, n, dot.nr, d); },
+               [&](std::uint32_t* d) { gemm_detail::pack_b_pairs(b, k0, kc, j0, n, dot.nr, d); },
+               static_cast<std::size_t>((kc + 1) / 2 * dot.nr));
+        }
+      // A: mc rows from i0, kc columns from k0, as column-major and row-major.
+      for (const std::int64_t mc : {1, 13, 14, 15, 29, 98})
+        for (const bool column_major : {true, false}) {
+          const MatrixView<const bfloat16> a = column_major ? MatrixView<const bfloat16>{mem.data(), 1, cols}
+                                                            : MatrixView<const bfloat16>{mem.data(), cols, 1};
+          const std::int64_t i0 = 7, panels = (mc + dot.mr - 1) / dot.mr;
+          INFO("A column-major " << column_major << " kc=" << kc << " k0=" << k0 << " mc=" << mc);
+          same([&](std::uint32_t* d) { dot.pack_a(a, i0, mc, k0, kc, dot.mr, d); },
+               [&](std::uint32_t* d) { gemm_detail::pack_a_pairs(a, i0, mc, k0, kc, dot.mr, d); },
+               static_cast<std::size_t>(panels * (kc + 1) / 2 * dot.mr));
+        }
+    }
+#else
+  SKIP("AVX-512 packing exists on x86-64 only");
+#endif
 }
 
 TEST_CASE("GEMM row blocks give every thread the same number of row panels, to within one", "[ch00][gemm]") {

@@ -263,7 +263,9 @@ const gemm_detail::MicroKernelBf16* bf16_dot() {
       []() -> std::optional<gemm_detail::MicroKernelBf16> {
 #if defined(__x86_64__)
     __builtin_cpu_init();
-    if (!__builtin_cpu_supports("avx512bf16") || std::getenv("STEPFORMER_NO_BF16_DOT")) return std::nullopt;
+    if (!__builtin_cpu_supports("avx512bf16") || !__builtin_cpu_supports("avx512bw") ||
+        !__builtin_cpu_supports("avx512vl") || std::getenv("STEPFORMER_NO_BF16_DOT"))
+      return std::nullopt;
     return gemm_detail::avx512_bf16();
 #else
     return std::nullopt;
@@ -350,7 +352,7 @@ void gemm(std::int64_t M, std::int64_t N, std::int64_t K, T alpha, MatrixView<co
         return gemm_rows_in_place<float, std::uint32_t>(
             M, N, K, alpha, beta, c, threads, dot->mr, dot->nr, 2, kBf16Kc,
             [&](std::int64_t k0, std::int64_t kc, std::int64_t j0, std::int64_t n, std::uint32_t* dst) {
-              gemm_detail::pack_b_pairs(b, k0, kc, j0, n, dot->nr, dst);
+              dot->pack_b(b, k0, kc, j0, n, dot->nr, dst);
             },
             [&](std::int64_t i, std::int64_t k0) { return &a.data[i * a.row_stride + k0].bits; },
             [&](std::int64_t kp, const std::uint16_t* ai, int m, const std::uint32_t* bp, float* cij, std::int64_t rs,
@@ -360,10 +362,10 @@ void gemm(std::int64_t M, std::int64_t N, std::int64_t K, T alpha, MatrixView<co
       return blocked_gemm<float, std::uint32_t>(
           M, N, K, alpha, beta, c, threads, blocking,
           [&](std::int64_t i0, std::int64_t mc, std::int64_t k0, std::int64_t kc, std::uint32_t* dst) {
-            gemm_detail::pack_a_pairs(a, i0, mc, k0, kc, dot->mr, dst);
+            dot->pack_a(a, i0, mc, k0, kc, dot->mr, dst);
           },
           [&](std::int64_t k0, std::int64_t kc, std::int64_t j0, std::int64_t n, std::uint32_t* dst) {
-            gemm_detail::pack_b_pairs(b, k0, kc, j0, n, dot->nr, dst);
+            dot->pack_b(b, k0, kc, j0, n, dot->nr, dst);
           },
           dot->run);
     }

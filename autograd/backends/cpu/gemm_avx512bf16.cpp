@@ -13,6 +13,7 @@
 #include <cstring>
 
 #include "gemm_isa.h"
+#include "gemm_pack.h"
 
 namespace stepformer::cpu::gemm_detail {
 namespace {
@@ -79,8 +80,98 @@ void dot_kernel_rows(std::int64_t kp, const std::uint16_t* a, std::int64_t lda, 
   dot_tile<MR, NV>(kp, rows, b, c, rs_c, alpha, beta);
 }
 
+// Packing, the same words as gemm_pack.h's loops (which the compiler leaves scalar or 8 lanes wide; they were
+// 8% of the language model's bf16 step, docs/performance.md). Two layouts of an operand are common:
+// - the pairs' two values a whole row apart (B row-major, A column-major): two rows of 16 values, widened to
+//   32-bit lanes, the odd row shifted into the high halves;
+// - the pairs side by side (B transposed, A row-major): each word is one 32-bit load, 16 lines at once by a
+//   gather. An odd k's last pair reads only its even half (its odd half may lie past the operand's end).
+// Anything else takes the portable loop.
+const std::uint16_t* bits(const bfloat16* p) { return &p->bits; }
+
+__mmask16 first_lanes(std::int64_t count) {
+  return count >= 16 ? __mmask16(0xFFFF) : count <= 0 ? __mmask16(0) : __mmask16((1u << count) - 1);
+}
+
+// Lanes of `mask`: even[l] | odd[l] << 16 (odd null: no high halves); the other lanes zero. (The maskz forms:
+// g++ 12 warns that the unmasked ones' _mm512_undefined_epi32 may be used uninitialised.)
+__m512i interleave(__mmask16 mask, const std::uint16_t* even, const std::uint16_t* odd) {
+  const __m512i lo = _mm512_maskz_cvtepu16_epi32(mask, _mm256_maskz_loadu_epi16(mask, even));
+  if (!odd) return lo;
+  const __m512i hi = _mm512_maskz_cvtepu16_epi32(mask, _mm256_maskz_loadu_epi16(mask, odd));
+  return _mm512_or_si512(lo, _mm512_maskz_slli_epi32(mask, hi, 16));
+}
+
+// dst[q * ld + l] = the pair (2q, 2q + 1) of line l, which starts at line0 + l * stride, for the lines of `mask`.
+void gather_pairs(const std::uint16_t* line0, std::int64_t stride, __mmask16 mask, std::int64_t kc, std::int64_t ld,
+                  std::uint32_t* dst, __mmask16 store) {
+  const __m512i index = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                           _mm512_set1_epi32(static_cast<int>(stride)));
+  const std::int64_t full = kc / 2;
+  for (std::int64_t q = 0; q < full; ++q)
+    _mm512_mask_storeu_epi32(
+        dst + q * ld, store,
+        _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), mask, index, line0 + 2 * q, sizeof(std::uint16_t)));
+  if (kc % 2 == 0) return;
+  alignas(64) std::uint32_t last[16] = {};
+  for (int l = 0; l < 16; ++l)
+    if (mask >> l & 1) last[l] = line0[l * stride + kc - 1];
+  _mm512_mask_storeu_epi32(dst + full * ld, store, _mm512_load_si512(last));
+}
+
+// A gather's indices are 32-bit: 15 lines' strides must fit.
+bool gatherable(std::int64_t stride) { return stride > 0 && stride <= (std::int64_t{1} << 31) / 16 - 1; }
+
+void pack_b_pairs_avx512(const MatrixView<const bfloat16>& b, std::int64_t k0, std::int64_t kc, std::int64_t j0,
+                         std::int64_t n, int nr, std::uint32_t* dst) {
+  if (nr % 16 != 0) return pack_b_pairs(b, k0, kc, j0, n, nr, dst);
+  if (b.col_stride == 1) {
+    for (std::int64_t k = 0; k < kc; k += 2, dst += nr) {
+      const std::uint16_t* even = bits(b.data + (k0 + k) * b.row_stride + j0);
+      const std::uint16_t* odd = k + 1 < kc ? even + b.row_stride : nullptr;
+      for (int j = 0; j < nr; j += 16)
+        _mm512_storeu_si512(dst + j, interleave(first_lanes(n - j), even + j, odd ? odd + j : nullptr));
+    }
+    return;
+  }
+  if (b.row_stride == 1 && gatherable(b.col_stride)) {
+    for (int j = 0; j < nr; j += 16)
+      gather_pairs(bits(b.data + k0 + (j0 + j) * b.col_stride), b.col_stride, first_lanes(n - j), kc, nr, dst + j,
+                   0xFFFF);
+    return;
+  }
+  pack_b_pairs(b, k0, kc, j0, n, nr, dst);
+}
+
+void pack_a_pairs_avx512(const MatrixView<const bfloat16>& a, std::int64_t i0, std::int64_t mc, std::int64_t k0,
+                         std::int64_t kc, int mr, std::uint32_t* dst) {
+  const bool column_major = a.row_stride == 1, row_major = a.col_stride == 1 && gatherable(a.row_stride);
+  if (mr > 16 || !(column_major || row_major)) return pack_a_pairs(a, i0, mc, k0, kc, mr, dst);
+  const std::int64_t kp = (kc + 1) / 2;
+  const __mmask16 store = first_lanes(mr);
+  if (row_major) {
+    for (std::int64_t ip = 0; ip < mc; ip += mr, dst += kp * mr)
+      gather_pairs(bits(a.data + (i0 + ip) * a.row_stride + k0), a.row_stride,
+                   first_lanes(std::min<std::int64_t>(mr, mc - ip)), kc, mr, dst, store);
+    return;
+  }
+  // Column-major: the block's mc rows at one k are neighbours, so each pair of k is read once for every panel
+  // (panel by panel, the k loop's 2048 lines fell out of L1 before the next panel came back to them).
+  for (std::int64_t q = 0; q < kp; ++q) {
+    const std::uint16_t* even = bits(a.data + i0 + (k0 + 2 * q) * a.col_stride);
+    const std::uint16_t* odd = 2 * q + 1 < kc ? even + a.col_stride : nullptr;
+    for (std::int64_t ip = 0; ip < mc; ip += mr)
+      _mm512_mask_storeu_epi32(
+          dst + ip * kp + q * mr, store,
+          interleave(first_lanes(std::min<std::int64_t>(mr, mc - ip)), even + ip, odd ? odd + ip : nullptr));
+  }
+}
+
 }  // namespace
 
-MicroKernelBf16 avx512_bf16() { return {"avx512_bf16", 14, 32, &dot_kernel<14, 2>, &dot_kernel_rows<14, 2>}; }
+MicroKernelBf16 avx512_bf16() {
+  return {"avx512_bf16",       14, 32, &dot_kernel<14, 2>, &dot_kernel_rows<14, 2>, &pack_a_pairs_avx512,
+          &pack_b_pairs_avx512};
+}
 
 }  // namespace stepformer::cpu::gemm_detail

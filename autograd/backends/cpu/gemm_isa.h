@@ -2,6 +2,8 @@
 // What each instruction-set file of the GEMM exports: its micro-kernels and their tile sizes.
 #include <cstdint>
 
+#include "gemm.h"
+
 namespace stepformer::cpu::gemm_detail {
 
 // run reads a packed panel of A; run_rows a row-major A in place (gemm_microkernel.h).
@@ -25,6 +27,11 @@ struct MicroKernelBf16 {
               float beta);
   void (*run_rows)(std::int64_t kp, const std::uint16_t* a, std::int64_t lda, int m, const std::uint32_t* b, float* c,
                    std::int64_t rs_c, float alpha, float beta);
+  // gemm_pack.h's pack_a_pairs and pack_b_pairs in this instruction set's vectors: the same words.
+  void (*pack_a)(const MatrixView<const bfloat16>& a, std::int64_t i0, std::int64_t mc, std::int64_t k0,
+                 std::int64_t kc, int mr, std::uint32_t* dst);
+  void (*pack_b)(const MatrixView<const bfloat16>& b, std::int64_t k0, std::int64_t kc, std::int64_t j0, std::int64_t n,
+                 int nr, std::uint32_t* dst);
 };
 
 MicroKernel<float> avx512_f32();
