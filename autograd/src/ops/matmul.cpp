@@ -29,14 +29,21 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b, DType out_dtype, DType grad_d
   // Each gradient reads only the other operand: keep an operand alive only if the other one needs it.
   const bool a_needs = a.requires_grad(), b_needs = b.requires_grad();
   // An undefined saved operand: the other input needs no gradient.
+  // A transposed matrix b (Linear's W^T: strides 1 and K) gets its gradient in its own layout, as PyTorch's
+  // mm_mat2_backward does: then W's gradient lies as W does, and its leaf takes it without a copy (engine.cpp).
+  const bool b_transposed = b.dim() == 2 && K > 1 && N > 1 && b.strides()[0] == 1 && b.strides()[1] == K;
   record(Op::matmul, out, {a, b}, {b_needs ? a : Tensor(), a_needs ? b : Tensor()},
-         [a_shape = a.shape(), b_shape = b.shape(), dtype = a.dtype(), grad_dtype](const Tensor& grad, const Tensor& sa,
-                                                                                   const Tensor& sb) -> Gradients {
+         [a_shape = a.shape(), b_shape = b.shape(), dtype = a.dtype(), grad_dtype, b_transposed](
+             const Tensor& grad, const Tensor& sa, const Tensor& sb) -> Gradients {
            // The backward's products read the operands' dtype: a float32 gradient of a bfloat16 product
            // is rounded to bfloat16 first, as PyTorch's bfloat16 matmul receives a bfloat16 gradient.
            const Tensor g = detail::stored_as(grad, dtype);
-           const auto product = [grad_dtype](const Tensor& x, const Tensor& y) {
-             return matmul_nd(x, y, grad_dtype, grad_dtype);  // grad mode is off in a backward: no history
+           const auto product = [grad_dtype, b_transposed](const Tensor& x, const Tensor& y) {
+             // grad mode is off in a backward: no history. b's gradient x^T-first (x is a^T, a column-major
+             // matrix) for a transposed b: (y^T x^T)^T, the same sums laid out as b.
+             if (b_transposed && x.dim() == 2 && y.dim() == 2 && x.strides()[0] == 1)
+               return transpose(matmul_nd(transpose(y, 0, 1), transpose(x, 0, 1), grad_dtype, grad_dtype), 0, 1);
+             return matmul_nd(x, y, grad_dtype, grad_dtype);
            };
            // EXERCISE 0.2: the gradients of a @ b with respect to a and to b.
            return {sb.defined() ? sum_to(product(g, transpose(sb, -1, -2)), a_shape) : Tensor(),
