@@ -1,6 +1,7 @@
 // The CPU GEMM: every micro-kernel this CPU can run against the reference backend's triple loop, on odd sizes,
 // transposed and strided operands, alpha/beta, one and two threads.
 #include <catch2/catch_template_test_macros.hpp>
+#include <cstring>
 #include <random>
 
 #include "../helpers.h"
@@ -327,6 +328,49 @@ TEST_CASE("bfloat16 packing in AVX-512 writes the portable packing's words, and 
 #else
   SKIP("AVX-512 packing exists on x86-64 only");
 #endif
+}
+
+// The float32 kernels' own packing (gemm_avx512.cpp) against gemm_pack.h's portable loops, value for value (bits):
+// B row-major, transposed and neither, A column-major and row-major, cut short by the edges, nothing written past.
+TEST_CASE("float32 packing in a kernel's instruction set writes the portable packing's values, and nothing past them",
+          "[gemm]") {
+  const std::int64_t rows = 300, cols = 301;
+  const auto mem = random_values<float>(rows * cols, 22);
+  int kernels_with_packing = 0;
+  for (const auto& kernel : gemm_kernels<float>()) {
+    if (!kernel.pack_a || !kernel.pack_b) continue;
+    ++kernels_with_packing;
+    auto same = [&](auto pack_fast, auto pack_portable, std::size_t count) {
+      std::vector<float> fast(count + 16, -7.f), portable(count + 16, -7.f);
+      pack_fast(fast.data());
+      pack_portable(portable.data());
+      CHECK(std::memcmp(fast.data(), portable.data(), fast.size() * sizeof(float)) == 0);
+    };
+    for (const std::int64_t kc : {1, 2, 7, 64, 257})
+      for (const std::int64_t k0 : {0, 3}) {
+        for (const std::int64_t n : {1, 15, 16, 17, 31, 32})
+          for (const int layout : {0, 1, 2}) {
+            const MatrixView<const float> b = layout == 0   ? MatrixView<const float>{mem.data(), cols, 1}
+                                              : layout == 1 ? MatrixView<const float>{mem.data(), 1, cols}
+                                                            : MatrixView<const float>{mem.data(), cols + 1, 2};
+            INFO(kernel.name << " B layout " << layout << " kc=" << kc << " k0=" << k0 << " n=" << n);
+            same([&](float* d) { kernel.pack_b(b, k0, kc, 5, n, kernel.nr, d); },
+                 [&](float* d) { gemm_detail::pack_b_panel(b, k0, kc, 5, n, kernel.nr, d); },
+                 static_cast<std::size_t>(kc * kernel.nr));
+          }
+        for (const std::int64_t mc : {1, 13, 14, 15, 29, 98})
+          for (const bool column_major : {true, false}) {
+            const MatrixView<const float> a = column_major ? MatrixView<const float>{mem.data(), 1, cols}
+                                                           : MatrixView<const float>{mem.data(), cols, 1};
+            const std::int64_t panels = (mc + kernel.mr - 1) / kernel.mr;
+            INFO(kernel.name << " A column-major " << column_major << " kc=" << kc << " k0=" << k0 << " mc=" << mc);
+            same([&](float* d) { kernel.pack_a(a, 7, mc, k0, kc, kernel.mr, d); },
+                 [&](float* d) { gemm_detail::pack_a(a, 7, mc, k0, kc, kernel.mr, d); },
+                 static_cast<std::size_t>(panels * kc * kernel.mr));
+          }
+      }
+  }
+  if (kernels_with_packing == 0) SKIP("no float32 kernel on this CPU packs in its own instruction set");
 }
 
 TEST_CASE("GEMM row blocks give every thread the same number of row panels, to within one", "[ch00][gemm]") {

@@ -55,7 +55,7 @@ struct Portable {
 
 template <class T>
 GemmKernel<T> blocked(const gemm_detail::MicroKernel<T>& k, std::int64_t mc, std::int64_t kc, std::int64_t nc) {
-  return {k.name, k.mr, k.nr, mc, kc, nc, k.run, k.run_rows};
+  return {k.name, k.mr, k.nr, mc, kc, nc, k.run, k.run_rows, k.pack_a, k.pack_b};
 }
 
 template <class T>
@@ -381,7 +381,8 @@ void gemm(std::int64_t M, std::int64_t N, std::int64_t K, T alpha, MatrixView<co
       return gemm_rows_in_place<T, T>(
           M, N, K, alpha, beta, c, threads, kn.mr, kn.nr, 1, kn.kc,
           [&](std::int64_t k0, std::int64_t kc, std::int64_t j0, std::int64_t n, T* dst) {
-            gemm_detail::pack_b_panel(b, k0, kc, j0, n, kn.nr, dst);
+            kn.pack_b ? kn.pack_b(b, k0, kc, j0, n, kn.nr, dst)
+                      : gemm_detail::pack_b_panel(b, k0, kc, j0, n, kn.nr, dst);
           },
           [&](std::int64_t i, std::int64_t k0) { return a.data + i * a.row_stride + k0; },
           [&](std::int64_t k, const T* ai, int m, const T* bp, T* cij, std::int64_t rs, T al, T be) {
@@ -391,9 +392,13 @@ void gemm(std::int64_t M, std::int64_t N, std::int64_t K, T alpha, MatrixView<co
   blocked_gemm<T, T>(
       M, N, K, alpha, beta, c, threads, {kn.mr, kn.nr, 1, kn.mc, kn.kc, kn.nc},
       [&](std::int64_t i0, std::int64_t mc, std::int64_t k0, std::int64_t kc, T* dst) {
+        if constexpr (std::is_same_v<T, TA>)
+          if (kn.pack_a) return kn.pack_a(a, i0, mc, k0, kc, kn.mr, dst);
         gemm_detail::pack_a(a, i0, mc, k0, kc, kn.mr, dst);
       },
       [&](std::int64_t k0, std::int64_t kc, std::int64_t j0, std::int64_t n, T* dst) {
+        if constexpr (std::is_same_v<T, TA>)
+          if (kn.pack_b) return kn.pack_b(b, k0, kc, j0, n, kn.nr, dst);
         gemm_detail::pack_b_panel(b, k0, kc, j0, n, kn.nr, dst);
       },
       kn.run);

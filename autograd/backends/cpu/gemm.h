@@ -11,6 +11,14 @@
 
 namespace stepformer::cpu {
 
+// An operand: element (i, j) is at data[i * row_stride + j * col_stride] (any strides, including 0 and
+// transposed: a column-major matrix has row_stride 1).
+template <class T>
+struct MatrixView {
+  T* data;
+  std::int64_t row_stride, col_stride;
+};
+
 // A micro-kernel computes an mr x nr tile of A @ B from packed panels (A: mr values per k, B: nr values
 // per k) and writes alpha * tile + beta * C to a tile of C with unit column stride (beta == 0: C is not
 // read). The block sizes say how much of A (mc x kc) and B (kc x nc) one packing step holds.
@@ -23,19 +31,16 @@ struct GemmKernel {
   // The same tile with A read in place: row-major, row r at a + r * lda; rows from m on repeat row m - 1.
   void (*run_rows)(std::int64_t k, const T* a, std::int64_t lda, int m, const T* b, T* c, std::int64_t rs_c, T alpha,
                    T beta);
+  // Packing in the kernel's instruction set (gemm_isa.h), or null: gemm_pack.h's loops.
+  void (*pack_a)(const MatrixView<const T>& a, std::int64_t i0, std::int64_t mc, std::int64_t k0, std::int64_t kc,
+                 int mr, T* dst) = nullptr;
+  void (*pack_b)(const MatrixView<const T>& b, std::int64_t k0, std::int64_t kc, std::int64_t j0, std::int64_t n,
+                 int nr, T* dst) = nullptr;
 };
 
 // The kernels this CPU can run, fastest last; gemm() uses the last one unless told otherwise.
 template <class T>
 const std::vector<GemmKernel<T>>& gemm_kernels();
-
-// An operand: element (i, j) is at data[i * row_stride + j * col_stride] (any strides, including 0 and
-// transposed: a column-major matrix has row_stride 1).
-template <class T>
-struct MatrixView {
-  T* data;
-  std::int64_t row_stride, col_stride;
-};
 
 // How gemm() cuts A's M rows into blocks of at most about mc rows for `threads` threads: a multiple of the
 // thread count when there are enough mr-row panels, each block a whole number of panels (the last one

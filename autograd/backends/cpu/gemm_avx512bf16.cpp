@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "gemm_avx512_transpose.h"
 #include "gemm_isa.h"
 #include "gemm_pack.h"
 
@@ -84,14 +85,11 @@ void dot_kernel_rows(std::int64_t kp, const std::uint16_t* a, std::int64_t lda, 
 // 8% of the language model's bf16 step, docs/performance.md). Two layouts of an operand are common:
 // - the pairs' two values a whole row apart (B row-major, A column-major): two rows of 16 values, widened to
 //   32-bit lanes, the odd row shifted into the high halves;
-// - the pairs side by side (B transposed, A row-major): each word is one 32-bit load, 16 lines at once by a
-//   gather. An odd k's last pair reads only its even half (its odd half may lie past the operand's end).
+// - the pairs side by side (B transposed, A row-major): each word is one 32-bit value of its line, so the panel
+//   is 16 lines transposed 16 x 16 words at a time (gemm_avx512_transpose.h). An odd k's last pair reads only
+//   its even half (its odd half may lie past the operand's end).
 // Anything else takes the portable loop.
 const std::uint16_t* bits(const bfloat16* p) { return &p->bits; }
-
-__mmask16 first_lanes(std::int64_t count) {
-  return count >= 16 ? __mmask16(0xFFFF) : count <= 0 ? __mmask16(0) : __mmask16((1u << count) - 1);
-}
 
 // Lanes of `mask`: even[l] | odd[l] << 16 (odd null: no high halves); the other lanes zero. (The maskz forms:
 // g++ 12 warns that the unmasked ones' _mm512_undefined_epi32 may be used uninitialised.)
@@ -102,25 +100,17 @@ __m512i interleave(__mmask16 mask, const std::uint16_t* even, const std::uint16_
   return _mm512_or_si512(lo, _mm512_maskz_slli_epi32(mask, hi, 16));
 }
 
-// dst[q * ld + l] = the pair (2q, 2q + 1) of line l, which starts at line0 + l * stride, for the lines of `mask`.
-void gather_pairs(const std::uint16_t* line0, std::int64_t stride, __mmask16 mask, std::int64_t kc, std::int64_t ld,
-                  std::uint32_t* dst, __mmask16 store) {
-  const __m512i index = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                                           _mm512_set1_epi32(static_cast<int>(stride)));
+// dst[q * ld + l] = the pair (2q, 2q + 1) of line l, which starts at line0 + l * stride, for l < lines (the other
+// lanes zero); each row of dst gets the lanes of `store`.
+void transpose_pairs(const std::uint16_t* line0, std::int64_t stride, std::int64_t lines, std::int64_t kc,
+                     std::int64_t ld, std::uint32_t* dst, __mmask16 store) {
   const std::int64_t full = kc / 2;
-  for (std::int64_t q = 0; q < full; ++q)
-    _mm512_mask_storeu_epi32(
-        dst + q * ld, store,
-        _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), mask, index, line0 + 2 * q, sizeof(std::uint16_t)));
+  transpose_lines(reinterpret_cast<const char*>(line0), stride * 2, lines, full, ld, dst, store);
   if (kc % 2 == 0) return;
   alignas(64) std::uint32_t last[16] = {};
-  for (int l = 0; l < 16; ++l)
-    if (mask >> l & 1) last[l] = line0[l * stride + kc - 1];
+  for (std::int64_t l = 0; l < std::min<std::int64_t>(lines, 16); ++l) last[l] = line0[l * stride + kc - 1];
   _mm512_mask_storeu_epi32(dst + full * ld, store, _mm512_load_si512(last));
 }
-
-// A gather's indices are 32-bit: 15 lines' strides must fit.
-bool gatherable(std::int64_t stride) { return stride > 0 && stride <= (std::int64_t{1} << 31) / 16 - 1; }
 
 void pack_b_pairs_avx512(const MatrixView<const bfloat16>& b, std::int64_t k0, std::int64_t kc, std::int64_t j0,
                          std::int64_t n, int nr, std::uint32_t* dst) {
@@ -134,10 +124,9 @@ void pack_b_pairs_avx512(const MatrixView<const bfloat16>& b, std::int64_t k0, s
     }
     return;
   }
-  if (b.row_stride == 1 && gatherable(b.col_stride)) {
+  if (b.row_stride == 1) {
     for (int j = 0; j < nr; j += 16)
-      gather_pairs(bits(b.data + k0 + (j0 + j) * b.col_stride), b.col_stride, first_lanes(n - j), kc, nr, dst + j,
-                   0xFFFF);
+      transpose_pairs(bits(b.data + k0 + (j0 + j) * b.col_stride), b.col_stride, n - j, kc, nr, dst + j, 0xFFFF);
     return;
   }
   pack_b_pairs(b, k0, kc, j0, n, nr, dst);
@@ -145,14 +134,14 @@ void pack_b_pairs_avx512(const MatrixView<const bfloat16>& b, std::int64_t k0, s
 
 void pack_a_pairs_avx512(const MatrixView<const bfloat16>& a, std::int64_t i0, std::int64_t mc, std::int64_t k0,
                          std::int64_t kc, int mr, std::uint32_t* dst) {
-  const bool column_major = a.row_stride == 1, row_major = a.col_stride == 1 && gatherable(a.row_stride);
+  const bool column_major = a.row_stride == 1, row_major = a.col_stride == 1;
   if (mr > 16 || !(column_major || row_major)) return pack_a_pairs(a, i0, mc, k0, kc, mr, dst);
   const std::int64_t kp = (kc + 1) / 2;
   const __mmask16 store = first_lanes(mr);
   if (row_major) {
     for (std::int64_t ip = 0; ip < mc; ip += mr, dst += kp * mr)
-      gather_pairs(bits(a.data + (i0 + ip) * a.row_stride + k0), a.row_stride,
-                   first_lanes(std::min<std::int64_t>(mr, mc - ip)), kc, mr, dst, store);
+      transpose_pairs(bits(a.data + (i0 + ip) * a.row_stride + k0), a.row_stride, std::min<std::int64_t>(mr, mc - ip),
+                      kc, mr, dst, store);
     return;
   }
   // Column-major: the block's mc rows at one k are neighbours, so each pair of k is read once for every panel
