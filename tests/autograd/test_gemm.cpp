@@ -280,95 +280,103 @@ TEST_CASE("bfloat16 GEMM: the dot-product kernel and the widened fallback match 
         }
 }
 
-// The vdpbf16ps kernel's packing in AVX-512 (gemm_avx512bf16.cpp) against gemm_pack.h's portable loops, word for
-// word: each layout it vectorises (B row-major and transposed, A column-major and row-major) and one it leaves to
-// the portable loop, at offsets into a padded operand, odd k (the last pair's high half zero), panels cut short by
-// the edge (their zeros), and nothing written past the panels.
+namespace {
+
+// Packs with a kernel's own packing and with gemm_pack.h's portable loops into buffers with 16 words to spare, and
+// checks that both wrote the same bits everywhere: B as kc rows from k0 and n columns from column 5, row-major,
+// transposed and neither (a stride of 2 both ways); A as mc rows from row 7, column-major and row-major; odd k (a
+// bfloat16 pair's high half zero), panels cut short by the edge (their zeros), offsets into a padded operand.
+// `per` is how many k one packed word holds (2: bfloat16 pairs). pack_b(b, k0, kc, j0, n, dst),
+// pack_a(a, i0, mc, k0, kc, dst).
+template <class W, class E, class PackB, class PortableB, class PackA, class PortableA>
+void check_packing(const std::vector<E>& mem, std::int64_t cols, int mr, int nr, int per, PackB pack_b,
+                   PortableB portable_b, PackA pack_a, PortableA portable_a) {
+  auto same = [](auto pack_fast, auto pack_portable, std::int64_t words) {
+    std::vector<W> fast(static_cast<std::size_t>(words) + 16), portable(fast.size());
+    std::memset(fast.data(), 0xA5, fast.size() * sizeof(W));  // untouched words keep this pattern
+    std::memset(portable.data(), 0xA5, portable.size() * sizeof(W));
+    pack_fast(fast.data());
+    pack_portable(portable.data());
+    CHECK(std::memcmp(fast.data(), portable.data(), fast.size() * sizeof(W)) == 0);
+  };
+  for (const std::int64_t kc : {1, 2, 7, 64, 257})
+    for (const std::int64_t k0 : {0, 3}) {
+      const std::int64_t kp = (kc + per - 1) / per;
+      for (const std::int64_t n : {1, 15, 16, 17, 31, 32})
+        for (const int layout : {0, 1, 2}) {
+          const MatrixView<const E> b = layout == 0   ? MatrixView<const E>{mem.data(), cols, 1}
+                                        : layout == 1 ? MatrixView<const E>{mem.data(), 1, cols}
+                                                      : MatrixView<const E>{mem.data(), cols + 1, 2};
+          INFO("B layout " << layout << " kc=" << kc << " k0=" << k0 << " n=" << n);
+          same([&](W* d) { pack_b(b, k0, kc, 5, n, d); }, [&](W* d) { portable_b(b, k0, kc, 5, n, d); }, kp * nr);
+        }
+      for (const std::int64_t mc : {1, 13, 14, 15, 29, 98})
+        for (const bool column_major : {true, false}) {
+          const MatrixView<const E> a =
+              column_major ? MatrixView<const E>{mem.data(), 1, cols} : MatrixView<const E>{mem.data(), cols, 1};
+          INFO("A column-major " << column_major << " kc=" << kc << " k0=" << k0 << " mc=" << mc);
+          same([&](W* d) { pack_a(a, 7, mc, k0, kc, d); }, [&](W* d) { portable_a(a, 7, mc, k0, kc, d); },
+               (mc + mr - 1) / mr * kp * mr);
+        }
+    }
+}
+
+// The operand both tests pack: element (i, j) of every view above lies within 300 x 301.
+constexpr std::int64_t kPackRows = 300, kPackCols = 301;
+
+}  // namespace
+
+// The vdpbf16ps kernel's packing in AVX-512 (gemm_avx512bf16.cpp), word for word.
 TEST_CASE("bfloat16 packing in AVX-512 writes the portable packing's words, and nothing past them", "[gemm][bf16]") {
 #if defined(__x86_64__)
   if (!bf16_dot_kernel()) SKIP("this CPU has no AVX512_BF16 (or STEPFORMER_NO_BF16_DOT is set)");
   const gemm_detail::MicroKernelBf16 dot = gemm_detail::avx512_bf16();
-  const std::int64_t rows = 300, cols = 301;  // the operand: element (i, j) of a view lies within rows x cols
-  std::vector<bfloat16> mem(rows * cols);
-  const auto values = random_values<float>(mem.size(), 21);
-  for (std::size_t i = 0; i < mem.size(); ++i) mem[i] = bfloat16(values[i]);
-  constexpr std::uint32_t kUntouched = 0xDEADBEEF;
-  auto same = [&](auto pack_fast, auto pack_portable, std::size_t words) {
-    std::vector<std::uint32_t> fast(words + 16, kUntouched), portable(words + 16, kUntouched);
-    pack_fast(fast.data());
-    pack_portable(portable.data());
-    CHECK(fast == portable);
-  };
-  for (const std::int64_t kc : {1, 2, 7, 64, 257})
-    for (const std::int64_t k0 : {0, 3}) {
-      // B: kc rows from k0, n columns from j0, as row-major, transposed, and neither (a stride of 2 both ways).
-      for (const std::int64_t n : {1, 15, 16, 17, 31, 32})
-        for (const int layout : {0, 1, 2}) {
-          const MatrixView<const bfloat16> b = layout == 0   ? MatrixView<const bfloat16>{mem.data(), cols, 1}
-                                               : layout == 1 ? MatrixView<const bfloat16>{mem.data(), 1, cols}
-                                                             : MatrixView<const bfloat16>{mem.data(), cols + 1, 2};
-          const std::int64_t j0 = 5;
-          INFO("B layout " << layout << " kc=" << kc << " k0=" << k0 << " n=" << n);
-          same([&](std::uint32_t* d) { dot.pack_b(b, k0, kc, j0, n, dot.nr, d); },
-               [&](std::uint32_t* d) { gemm_detail::pack_b_pairs(b, k0, kc, j0, n, dot.nr, d); },
-               static_cast<std::size_t>((kc + 1) / 2 * dot.nr));
-        }
-      // A: mc rows from i0, kc columns from k0, as column-major and row-major.
-      for (const std::int64_t mc : {1, 13, 14, 15, 29, 98})
-        for (const bool column_major : {true, false}) {
-          const MatrixView<const bfloat16> a = column_major ? MatrixView<const bfloat16>{mem.data(), 1, cols}
-                                                            : MatrixView<const bfloat16>{mem.data(), cols, 1};
-          const std::int64_t i0 = 7, panels = (mc + dot.mr - 1) / dot.mr;
-          INFO("A column-major " << column_major << " kc=" << kc << " k0=" << k0 << " mc=" << mc);
-          same([&](std::uint32_t* d) { dot.pack_a(a, i0, mc, k0, kc, dot.mr, d); },
-               [&](std::uint32_t* d) { gemm_detail::pack_a_pairs(a, i0, mc, k0, kc, dot.mr, d); },
-               static_cast<std::size_t>(panels * (kc + 1) / 2 * dot.mr));
-        }
-    }
+  const auto values = random_values<float>(kPackRows * kPackCols, 21);
+  const std::vector<bfloat16> mem(values.begin(), values.end());
+  using View = MatrixView<const bfloat16>;
+  check_packing<std::uint32_t>(
+      mem, kPackCols, dot.mr, dot.nr, 2,
+      [&](const View& b, auto k0, auto kc, auto j0, auto n, std::uint32_t* d) {
+        dot.pack_b(b, k0, kc, j0, n, dot.nr, d);
+      },
+      [&](const View& b, auto k0, auto kc, auto j0, auto n, std::uint32_t* d) {
+        gemm_detail::pack_b_pairs(b, k0, kc, j0, n, dot.nr, d);
+      },
+      [&](const View& a, auto i0, auto mc, auto k0, auto kc, std::uint32_t* d) {
+        dot.pack_a(a, i0, mc, k0, kc, dot.mr, d);
+      },
+      [&](const View& a, auto i0, auto mc, auto k0, auto kc, std::uint32_t* d) {
+        gemm_detail::pack_a_pairs(a, i0, mc, k0, kc, dot.mr, d);
+      });
 #else
   SKIP("AVX-512 packing exists on x86-64 only");
 #endif
 }
 
-// The float32 kernels' own packing (gemm_avx512.cpp) against gemm_pack.h's portable loops, value for value (bits):
-// B row-major, transposed and neither, A column-major and row-major, cut short by the edges, nothing written past.
+// The float32 kernels' own packing (gemm_avx512.cpp), value for value (bits).
 TEST_CASE("float32 packing in a kernel's instruction set writes the portable packing's values, and nothing past them",
           "[gemm]") {
-  const std::int64_t rows = 300, cols = 301;
-  const auto mem = random_values<float>(rows * cols, 22);
+  const auto mem = random_values<float>(kPackRows * kPackCols, 22);
+  using View = MatrixView<const float>;
   int kernels_with_packing = 0;
   for (const auto& kernel : gemm_kernels<float>()) {
     if (!kernel.pack_a || !kernel.pack_b) continue;
     ++kernels_with_packing;
-    auto same = [&](auto pack_fast, auto pack_portable, std::size_t count) {
-      std::vector<float> fast(count + 16, -7.f), portable(count + 16, -7.f);
-      pack_fast(fast.data());
-      pack_portable(portable.data());
-      CHECK(std::memcmp(fast.data(), portable.data(), fast.size() * sizeof(float)) == 0);
-    };
-    for (const std::int64_t kc : {1, 2, 7, 64, 257})
-      for (const std::int64_t k0 : {0, 3}) {
-        for (const std::int64_t n : {1, 15, 16, 17, 31, 32})
-          for (const int layout : {0, 1, 2}) {
-            const MatrixView<const float> b = layout == 0   ? MatrixView<const float>{mem.data(), cols, 1}
-                                              : layout == 1 ? MatrixView<const float>{mem.data(), 1, cols}
-                                                            : MatrixView<const float>{mem.data(), cols + 1, 2};
-            INFO(kernel.name << " B layout " << layout << " kc=" << kc << " k0=" << k0 << " n=" << n);
-            same([&](float* d) { kernel.pack_b(b, k0, kc, 5, n, kernel.nr, d); },
-                 [&](float* d) { gemm_detail::pack_b_panel(b, k0, kc, 5, n, kernel.nr, d); },
-                 static_cast<std::size_t>(kc * kernel.nr));
-          }
-        for (const std::int64_t mc : {1, 13, 14, 15, 29, 98})
-          for (const bool column_major : {true, false}) {
-            const MatrixView<const float> a = column_major ? MatrixView<const float>{mem.data(), 1, cols}
-                                                           : MatrixView<const float>{mem.data(), cols, 1};
-            const std::int64_t panels = (mc + kernel.mr - 1) / kernel.mr;
-            INFO(kernel.name << " A column-major " << column_major << " kc=" << kc << " k0=" << k0 << " mc=" << mc);
-            same([&](float* d) { kernel.pack_a(a, 7, mc, k0, kc, kernel.mr, d); },
-                 [&](float* d) { gemm_detail::pack_a(a, 7, mc, k0, kc, kernel.mr, d); },
-                 static_cast<std::size_t>(panels * kc * kernel.mr));
-          }
-      }
+    INFO(kernel.name);
+    check_packing<float>(
+        mem, kPackCols, kernel.mr, kernel.nr, 1,
+        [&](const View& b, auto k0, auto kc, auto j0, auto n, float* d) {
+          kernel.pack_b(b, k0, kc, j0, n, kernel.nr, d);
+        },
+        [&](const View& b, auto k0, auto kc, auto j0, auto n, float* d) {
+          gemm_detail::pack_b_panel(b, k0, kc, j0, n, kernel.nr, d);
+        },
+        [&](const View& a, auto i0, auto mc, auto k0, auto kc, float* d) {
+          kernel.pack_a(a, i0, mc, k0, kc, kernel.mr, d);
+        },
+        [&](const View& a, auto i0, auto mc, auto k0, auto kc, float* d) {
+          gemm_detail::pack_a(a, i0, mc, k0, kc, kernel.mr, d);
+        });
   }
   if (kernels_with_packing == 0) SKIP("no float32 kernel on this CPU packs in its own instruction set");
 }
