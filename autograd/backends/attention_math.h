@@ -9,12 +9,13 @@
 
 namespace stepformer {
 
-// The sizes of one attention call, read from contiguous q [B, H, Tq, Dh] and v [B, H, Tk, Dv].
+// The sizes of one attention call, read from q [B, H, Tq, Dh] and v [B, Hkv, Tk, Dv]: H query heads share
+// Hkv key/value heads, H / Hkv of them each.
 struct AttentionDims {
-  std::int64_t B, H, Tq, Tk, Dh, Dv;
+  std::int64_t B, H, Tq, Tk, Dh, Dv, group;
 };
 inline AttentionDims attention_dims(const TensorDesc& q, const TensorDesc& v) {
-  return {q.shape[0], q.shape[1], q.shape[2], v.shape[2], q.shape[3], v.shape[3]};
+  return {q.shape[0], q.shape[1], q.shape[2], v.shape[2], q.shape[3], v.shape[3], q.shape[1] / v.shape[1]};
 }
 
 // Which keys each query may not see: `causal` (key after query) or the boolean mask, broadcast by strides.
@@ -65,6 +66,9 @@ template <class T>
 using attention_compute_t = typename AttentionCompute<T>::type;
 
 // Everything a kernel reads about one call, typed: the operands, the sizes, the mask, the dropout, the scale.
+// Query head (b, h) reads the keys and values of head (b, h / group), whose Tk rows are packed (row j at j * Dh)
+// but which may lie anywhere: k_sb, k_sh (v_sb, v_sh) are the strides of k's (v's) batch and head dimensions,
+// so a KV cache's first Tk rows of a longer buffer are read where they are.
 template <class T>
 struct AttentionProblem {
   const T *q, *k, *v;
@@ -72,6 +76,10 @@ struct AttentionProblem {
   AttentionMask mask;
   AttentionDropout drop;
   attention_compute_t<T> scale;
+  std::int64_t k_sb, k_sh, v_sb, v_sh;
+
+  STEPFORMER_HD const T* keys(std::int64_t bh) const { return k + bh / n.H * k_sb + bh % n.H / n.group * k_sh; }
+  STEPFORMER_HD const T* values(std::int64_t bh) const { return v + bh / n.H * v_sb + bh % n.H / n.group * v_sh; }
 };
 template <class T>
 AttentionProblem<T> attention_problem(const TensorDesc& q, const TensorDesc& k, const TensorDesc& v,
@@ -82,7 +90,11 @@ AttentionProblem<T> attention_problem(const TensorDesc& q, const TensorDesc& k, 
           attention_dims(q, v),
           attention_mask(blocked, cfg.causal),
           attention_dropout(cfg),
-          static_cast<attention_compute_t<T>>(cfg.scale)};
+          static_cast<attention_compute_t<T>>(cfg.scale),
+          k.strides[0],
+          k.strides[1],
+          v.strides[0],
+          v.strides[1]};
 }
 
 }  // namespace stepformer

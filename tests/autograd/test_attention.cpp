@@ -286,6 +286,63 @@ TEST_CASE("flash_attention keeps O(T) for backward; the composite keeps the [T, 
   CHECK(composite_bytes >= 2 * square);  // at least the scores and the weights
 }
 
+// Grouped-query attention: q has H heads, k and v Hkv (dividing H), and query head h reads key/value head
+// h / (H / Hkv). The oracle is the same call on k and v repeated to H contiguous heads (repeat_kv's layout, chapter
+// 12), which the test above holds to the composite. k and v are also given as the first Tk rows of a longer buffer
+// (a KV cache's), which the kernels read in place. The forward must be the same bits (the same products in the same
+// order); dk and dv are each group's sum, which the oracle's expand backward takes in another order.
+TEST_CASE("flash_attention shares key/value heads among query heads and reads them from a longer buffer",
+          "[attention][values]") {
+  struct Case {
+    const char* what;
+    std::int64_t H, Hkv, Tq, Tk, Dh;
+    bool causal, pad;
+  };
+  const std::vector<Case> cases = {
+      {"4 query heads on 2, causal, T 130", 4, 2, 130, 130, 8, true, false},
+      {"4 query heads on 1 (multi-query), pad mask", 4, 1, 7, 40, 4, false, true},
+      {"2 on 2 (multi-head), one query against 35 keys", 2, 2, 1, 35, 4, false, false},
+      {"4 on 2, Dh 16 (the CUDA tensor cores' bfloat16 forward), causal, T 70", 4, 2, 70, 70, 16, true, false},
+  };
+  const std::int64_t B = 2, capacity_extra = 9;
+  for (const DType dt : {DType::float64, DType::float32, DType::bfloat16})
+    for (const Case& c : cases) {
+      DYNAMIC_SECTION(dtype_name(dt) << ": " << c.what) {
+        const auto leaf = [&](const Shape& shape, std::uint64_t seed) {  // bfloat16: float32 draws, rounded
+          return input(shape, seed, dt == DType::bfloat16 ? DType::float32 : dt).to(dt).detach().set_requires_grad();
+        };
+        const Tensor q = leaf({B, c.H, c.Tq, c.Dh}, 1);
+        const Tensor k_buffer = leaf({B, c.Hkv, c.Tk + capacity_extra, c.Dh}, 2);
+        const Tensor v_buffer = leaf({B, c.Hkv, c.Tk + capacity_extra, c.Dh}, 3);
+        const Tensor g = leaf({B, c.H, c.Tq, c.Dh}, 4).detach();
+        Tensor blocked;
+        if (c.pad) {  // the last 6 keys are PAD
+          std::vector<double> pads(static_cast<std::size_t>(c.Tk), 0.0);
+          std::fill(pads.end() - 6, pads.end(), 1.0);
+          blocked = bools(pads, {1, 1, 1, c.Tk});
+        }
+        const auto repeated = [&](const Tensor& x) {  // [B, Hkv, Tk, D] -> [B, H, Tk, D], contiguous
+          return contiguous(
+              reshape(expand(unsqueeze(x, 2), {B, c.Hkv, c.H / c.Hkv, c.Tk, c.Dh}), {B, c.H, c.Tk, c.Dh}));
+        };
+        const Tensor kb = k_buffer.detach().set_requires_grad(), vb = v_buffer.detach().set_requires_grad();
+        const Tensor qb = q.detach().set_requires_grad();
+        const double scale = 0.5;
+        const Tensor want = flash_attention(q, repeated(narrow(k_buffer, 2, 0, c.Tk)),
+                                            repeated(narrow(v_buffer, 2, 0, c.Tk)), blocked, scale, c.causal);
+        const Tensor got =
+            flash_attention(qb, narrow(kb, 2, 0, c.Tk), narrow(vb, 2, 0, c.Tk), blocked, scale, c.causal);
+        CHECK(max_abs_diff(got, want) == 0);
+        want.backward(g);
+        got.backward(g);
+        const double tol = dt == DType::float64 ? 1e-12 : dt == DType::float32 ? 1e-5 : 1e-2;
+        CHECK(close(qb.grad(), q.grad(), tol, tol));
+        CHECK(close(kb.grad(), k_buffer.grad(), tol, tol));
+        CHECK(close(vb.grad(), v_buffer.grad(), tol, tol));
+      }
+    }
+}
+
 TEST_CASE("flash_attention refuses bad operands by name", "[attention][values]") {
   const Tensor q = input({1, 2, 3, 4}, 1, DType::float32), k = input({1, 2, 5, 4}, 2, DType::float32),
                v = input({1, 2, 5, 6}, 3, DType::float32);
@@ -293,6 +350,8 @@ TEST_CASE("flash_attention refuses bad operands by name", "[attention][values]")
       flash_attention(q, input({1, 2, 5, 3}, 2, DType::float32), v, {}, 1.0),
       Catch::Matchers::ContainsSubstring("flash_attention") && Catch::Matchers::ContainsSubstring("[1, 2, 5, 3]"));
   CHECK_THROWS_AS(flash_attention(q, k, input({1, 2, 4, 6}, 3, DType::float32), {}, 1.0), ShapeError);
+  CHECK_THROWS_WITH(flash_attention(input({1, 3, 3, 4}, 1, DType::float32), k, v, {}, 1.0),
+                    Catch::Matchers::ContainsSubstring("Hkv dividing H"));  // 3 query heads cannot share 2
   CHECK_THROWS_AS(flash_attention(view(q, {2, 3, 4}), k, v, {}, 1.0), ShapeError);
   CHECK_THROWS_WITH(flash_attention(q, k, v, bools({0, 1, 0}, {1, 1, 1, 3}), 1.0),
                     Catch::Matchers::ContainsSubstring("mask [1, 1, 1, 3]"));

@@ -105,8 +105,8 @@ void scores(const AttentionProblem<S>& p, T* s, std::int64_t bh, std::int64_t i0
             std::int64_t j1, Blocked blocked) {
   const AttentionDims& n = p.n;
   const std::int64_t rows = i1 - i0, cols = j1 - j0;
-  gemm<T, S>(rows, cols, n.Dh, p.scale, {p.q + (bh * n.Tq + i0) * n.Dh, n.Dh, 1},
-             {p.k + (bh * n.Tk + j0) * n.Dh, 1, n.Dh}, T(0), {s, kTile, 1}, 1);
+  gemm<T, S>(rows, cols, n.Dh, p.scale, {p.q + (bh * n.Tq + i0) * n.Dh, n.Dh, 1}, {p.keys(bh) + j0 * n.Dh, 1, n.Dh},
+             T(0), {s, kTile, 1}, 1);
   if (blocked == Blocked::none) return;
   // AttentionMask::blocked, a row at a time: under the causal mask query i0 + r sees the keys up to itself, so the
   // row's tail from key i0 + r + 1 is one fill; the mask tensor, if any, is read for the keys before it.
@@ -184,7 +184,7 @@ template <class T, class S>
       }
       // acc[r0, r1) += weights [r1 - r0, cols] @ v[j0, jb)
       gemm<T, S>(r1 - r0, n.Dv, cols, T(1), {operand(s, w.ws, r1 - r0, cols), kTile, 1},
-                 {p.v + (bh * n.Tk + j0) * n.Dv, n.Dv, 1}, T(1), {acc + r0 * n.Dv, n.Dv, 1}, 1);
+                 {p.values(bh) + j0 * n.Dv, n.Dv, 1}, T(1), {acc + r0 * n.Dv, n.Dv, 1}, 1);
     }
   }
   for (std::int64_t r = 0; r < rows; ++r) {
@@ -220,8 +220,8 @@ template <class T, class S>
   }
   for (std::int64_t j0 = 0; j0 < n.Tk; j0 += kTile) {
     const std::int64_t j1 = std::min(n.Tk, j0 + kTile);
-    const S* k_j = p.k + (bh * n.Tk + j0) * n.Dh;
-    const S* v_j = p.v + (bh * n.Tk + j0) * n.Dv;
+    const S* k_j = p.keys(bh) + j0 * n.Dh;
+    const S* v_j = p.values(bh) + j0 * n.Dv;
     // Causal: the query blocks that end before j0 never see these keys.
     for (std::int64_t i0 = p.mask.causal ? j0 / kTile * kTile : 0; i0 < n.Tq; i0 += kTile) {
       const std::int64_t i1 = std::min(n.Tq, i0 + kTile);

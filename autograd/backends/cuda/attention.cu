@@ -70,8 +70,8 @@ __global__ void attention_forward_kernel(T* out, T* lse, AttentionProblem<T> p, 
   for (std::int64_t j0 = 0; j0 < key_end; j0 += tile) {
     const std::int64_t width = key_end - j0 < tile ? key_end - j0 : tile;
     __syncthreads();  // every thread is done with the previous tile
-    stage(k_tile, p.k, bh * n.Tk + j0, width, n.Dh);
-    stage(v_tile, p.v, bh * n.Tk + j0, width, n.Dv);
+    stage(k_tile, p.keys(bh), j0, width, n.Dh);
+    stage(v_tile, p.values(bh), j0, width, n.Dv);
     __syncthreads();
     if (!active) continue;
     // EXERCISE 9.5: this tile's scores (blocked: -inf), the new max, l and acc rescaled, the tile added.
@@ -124,8 +124,9 @@ __global__ void attention_backward_kv_kernel(T* dk, T* dv, const T* dout, const 
   const std::int64_t j0 = static_cast<std::int64_t>(blockIdx.x) * tile, j = j0 + c, key = bh * n.Tk + j;
   const bool active = j < n.Tk;
   if (active) {
-    for (std::int64_t d = 0; d < n.Dh; ++d) k_own[c * own + d] = p.k[key * n.Dh + d], dk_own[c * own + d] = 0;
-    for (std::int64_t d = 0; d < n.Dv; ++d) v_own[c * own_v + d] = p.v[key * n.Dv + d], dv_own[c * own_v + d] = 0;
+    for (std::int64_t d = 0; d < n.Dh; ++d) k_own[c * own + d] = p.keys(bh)[j * n.Dh + d], dk_own[c * own + d] = 0;
+    for (std::int64_t d = 0; d < n.Dv; ++d)
+      v_own[c * own_v + d] = p.values(bh)[j * n.Dv + d], dv_own[c * own_v + d] = 0;
   }
   const T neg_inf = -INFINITY;
   for (std::int64_t i0 = p.mask.causal ? j0 : 0; i0 < n.Tq; i0 += tile) {  // causal: earlier queries never see j
@@ -184,8 +185,8 @@ __global__ void attention_backward_q_kernel(T* dq, const T* dout, const T* out, 
   for (std::int64_t j0 = 0; j0 < key_end; j0 += tile) {
     const std::int64_t width = key_end - j0 < tile ? key_end - j0 : tile;
     __syncthreads();
-    stage(k_tile, p.k, bh * n.Tk + j0, width, n.Dh);
-    stage(v_tile, p.v, bh * n.Tk + j0, width, n.Dv);
+    stage(k_tile, p.keys(bh), j0, width, n.Dh);
+    stage(v_tile, p.values(bh), j0, width, n.Dv);
     __syncthreads();
     if (!active || L == neg_inf) continue;
     for (int c = 0; c < width; ++c) {
@@ -221,12 +222,13 @@ dim3 grid(std::int64_t rows, int tile, const AttentionDims& n) {
   return dim3(static_cast<unsigned>((rows + tile - 1) / tile), static_cast<unsigned>(n.B * n.H));
 }
 
-// A float32 copy of a contiguous tensor for the float32 kernels, in memory from the backend's cache: a bfloat16
-// operand copied in, or a result that round_into converts into its bfloat16 tensor.
+// A contiguous float32 copy of a tensor for the float32 kernels, in memory from the backend's cache: a bfloat16
+// operand copied in (a KV cache's keys may be a view), or a result that round_into converts into its bfloat16 tensor.
 class Widened {
  public:
   Widened(Backend& backend, const TensorDesc& like, bool copy_in) : backend_(backend), desc_(like) {
     desc_.dtype = DType::float32;
+    for (std::int64_t d = desc_.ndim - 1, stride = 1; d >= 0; stride *= desc_.shape[d--]) desc_.strides[d] = stride;
     bytes_ = static_cast<std::size_t>(like.numel()) * sizeof(float);
     desc_.data = backend_.allocate(bytes_);
     if (copy_in) backend_.unary(UnaryOp::copy, desc_, like, 0.0);

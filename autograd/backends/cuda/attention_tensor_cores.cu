@@ -57,8 +57,8 @@ __global__ void __launch_bounds__(kThreads)
   const std::int64_t i0 = static_cast<std::int64_t>(blockIdx.x) * kRows;
   const std::int64_t rows[2] = {i0 + 16 * warp + g, i0 + 16 * warp + g + 8};  // this lane's two queries
   const bfloat16* q = p.q + bh * n.Tq * D;
-  const bfloat16* k = p.k + bh * n.Tk * D;
-  const bfloat16* v = p.v + bh * n.Tk * D;
+  const bfloat16* k = p.keys(bh);
+  const bfloat16* v = p.values(bh);
 
   stage_rows<D>(q_tile, q, i0, n.Tq - i0);
   __syncthreads();
@@ -172,7 +172,10 @@ void launch_forward(const TensorDesc& out, const TensorDesc& lse, const Attentio
          static_cast<float*>(lse.data), p);
 }
 
-bool aligned16(const TensorDesc& t) { return reinterpret_cast<std::uintptr_t>(t.data) % 16 == 0; }
+// Every head starts on 16 bytes (the rows are D >= 16 bfloat16s): so do the 16-byte copies of stage_rows.
+bool aligned16(const TensorDesc& t) {
+  return reinterpret_cast<std::uintptr_t>(t.data) % 16 == 0 && t.strides[0] % 8 == 0 && t.strides[1] % 8 == 0;
+}
 
 }  // namespace
 

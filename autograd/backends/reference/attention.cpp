@@ -24,12 +24,14 @@ double dot(const double* a, const double* b, std::int64_t n) {
   return s;
 }
 
-// A contiguous tensor as doubles (the sums of this file are in double whatever the dtype, bfloat16 included).
+// A tensor as contiguous doubles, by its strides (the sums of this file are in double whatever the dtype, bfloat16
+// included; k and v may be views of a longer cache).
 std::vector<double> as_doubles(const TensorDesc& t) {
-  std::vector<double> out(static_cast<std::size_t>(t.numel()));
+  std::vector<double> out;
+  out.reserve(static_cast<std::size_t>(t.numel()));
   dispatch_operands(t.dtype, "attention", [&](auto z) {
     using T = decltype(z);
-    for (std::size_t i = 0; i < out.size(); ++i) out[i] = static_cast<double>(flat<T>(t, static_cast<std::int64_t>(i)));
+    for_each_index(t, [&](const Index& i) { out.push_back(static_cast<double>(at<T>(t, i))); });
   });
   return out;
 }
@@ -62,9 +64,9 @@ void ReferenceBackend::attention_forward(const TensorDesc& out, const TensorDesc
   std::vector<double> s(static_cast<std::size_t>(n.Tk));
   for (std::int64_t b = 0; b < n.B; ++b)
     for (std::int64_t h = 0; h < n.H; ++h) {
-      const std::int64_t bh = b * n.H + h;
-      const double* k_bh = &K[bh * n.Tk * n.Dh];
-      const double* v_bh = &V[bh * n.Tk * n.Dv];
+      const std::int64_t bh = b * n.H + h, kv = b * (n.H / n.group) + h / n.group;  // the key/value head h reads
+      const double* k_bh = &K[kv * n.Tk * n.Dh];
+      const double* v_bh = &V[kv * n.Tk * n.Dv];
       for (std::int64_t i = 0; i < n.Tq; ++i) {
         const std::int64_t row = bh * n.Tq + i;
         scores(s, n, mask, cfg.scale, &Q[row * n.Dh], k_bh, b, h, i);
@@ -95,23 +97,24 @@ void ReferenceBackend::attention_backward(const TensorDesc& dq, const TensorDesc
   const AttentionDropout drop = attention_dropout(cfg);
   const std::vector<double> Q = as_doubles(q), K = as_doubles(k), V = as_doubles(v), O = as_doubles(out),
                             dO = as_doubles(dout), L = as_doubles(lse);
-  std::vector<double> dQ(Q.size()), dK(K.size()), dV(V.size()), s(static_cast<std::size_t>(n.Tk));
+  std::vector<double> dQ(Q.size()), dK(static_cast<std::size_t>(dk.numel())), dV(static_cast<std::size_t>(dv.numel())),
+      s(static_cast<std::size_t>(n.Tk));
   for (std::int64_t b = 0; b < n.B; ++b)
     for (std::int64_t h = 0; h < n.H; ++h) {
-      const std::int64_t bh = b * n.H + h;
+      const std::int64_t bh = b * n.H + h, kv = b * (n.H / n.group) + h / n.group;  // the key/value head h reads
       for (std::int64_t i = 0; i < n.Tq; ++i) {
         const std::int64_t row = bh * n.Tq + i;
         const double* q_i = &Q[row * n.Dh];
         const double* do_i = &dO[row * n.Dv];
-        scores(s, n, mask, cfg.scale, q_i, &K[bh * n.Tk * n.Dh], b, h, i);
+        scores(s, n, mask, cfg.scale, q_i, &K[kv * n.Tk * n.Dh], b, h, i);
         const double D = dot(do_i, &O[row * n.Dv], n.Dv);
         for (std::int64_t j = 0; j < n.Tk; ++j) {
           if (s[j] == -std::numeric_limits<double>::infinity()) continue;
-          const std::int64_t key = bh * n.Tk + j;
+          const std::int64_t key = bh * n.Tk + j, read = kv * n.Tk + j;  // its place in dK and dV, in K and V
           const double p = std::exp(s[j] - L[row]), f = drop.factor(static_cast<std::uint64_t>(row * n.Tk + j));
-          const double ds = p * (f * dot(do_i, &V[key * n.Dv], n.Dv) - D);
+          const double ds = p * (f * dot(do_i, &V[read * n.Dv], n.Dv) - D);
           for (std::int64_t d = 0; d < n.Dh; ++d) {
-            dQ[row * n.Dh + d] += cfg.scale * ds * K[key * n.Dh + d];
+            dQ[row * n.Dh + d] += cfg.scale * ds * K[read * n.Dh + d];
             dK[key * n.Dh + d] += cfg.scale * ds * q_i[d];
           }
           for (std::int64_t d = 0; d < n.Dv; ++d) dV[key * n.Dv + d] += p * f * do_i[d];

@@ -181,7 +181,9 @@ class Backend {
                                       double smoothing) = 0;
 
   // --- attention without the [Tq, Tk] matrix (FlashAttention: Dao et al. 2022; Dao 2023) -------------
-  // q [B, H, Tq, Dh], k [B, H, Tk, Dh], v [B, H, Tk, Dv], out [B, H, Tq, Dv], lse [B, H, Tq], all contiguous;
+  // q [B, H, Tq, Dh], k [B, Hkv, Tk, Dh], v [B, Hkv, Tk, Dv], out [B, H, Tq, Dv], lse [B, H, Tq]: query head h
+  // reads key/value head h / (H / Hkv). All contiguous but k and v, whose rows are packed and whose batch and head
+  // strides are free (a KV cache's first Tk rows); dk, dv are [B, H, Tk, *], one per query head (the op sums them).
   // `blocked` is boolean [B, H, Tq, Tk] by strides (0 broadcasts), or data == nullptr for none.
   // out_i = sum_j softmax_j(s_ij) drop_ij v_j over the keys j not blocked; lse_i = log sum_j exp(s_ij) over them,
   // which backward takes back. A query that may see no key gets out NaN and lse -inf (as a softmax of -infs).

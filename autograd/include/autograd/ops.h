@@ -119,11 +119,12 @@ Tensor dropout(const Tensor& a, double p, bool training, Generator& gen = defaul
 // --- attention (ops/attention.cpp) -----------------------------------------------------------------
 // softmax(scale Q K^T, blocked keys at -inf) V with dropout on the weights, as chapter 02's composite computes
 // it, but in tiles with an online softmax (FlashAttention, Dao et al. 2022): the [Tq, Tk] weights are never
-// stored, and backward recomputes them. q [B, H, Tq, Dh], k [B, H, Tk, Dh], v [B, H, Tk, Dv] -> [B, H, Tq, Dv];
-// blocked: boolean, broadcastable to [B, H, Tq, Tk], or undefined; causal blocks key j > query i. The dropout
-// mask is the one dropout() would draw for the [B, H, Tq, Tk] weights from the same generator state. bfloat16
-// q, k, v give a bfloat16 output (float32 sums); under autocast float32 ones are multiplied as bfloat16 copies
-// and the output is float32 (docs/11).
+// stored, and backward recomputes them. q [B, H, Tq, Dh], k [B, Hkv, Tk, Dh], v [B, Hkv, Tk, Dv] -> [B, H, Tq, Dv]:
+// query head h reads key/value head h / (H / Hkv), as repeat_kv would lay them out (grouped-query attention;
+// PyTorch's scaled_dot_product_attention with enable_gqa), and k, v may be views of a longer cache; blocked: boolean,
+// broadcastable to [B, H, Tq, Tk], or undefined; causal blocks key j > query i. The dropout mask is the one dropout()
+// would draw for the [B, H, Tq, Tk] weights from the same generator state. bfloat16 q, k, v give a bfloat16 output
+// (float32 sums); under autocast float32 ones are multiplied as bfloat16 copies and the output is float32 (docs/11).
 Tensor flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& blocked, double scale,
                        bool causal = false, double dropout = 0.0, bool training = false,
                        Generator& gen = default_generator());

@@ -9,13 +9,23 @@
 namespace stepformer {
 
 namespace {
+// k or v as the kernels read it: each head's rows packed (row j at j * D), the heads anywhere, as in the first Tk
+// rows of a longer KV cache; copied only when not so.
+Tensor packed_rows(const Tensor& x) {
+  const bool packed = (x.size(3) == 1 || x.strides()[3] == 1) && (x.size(2) == 1 || x.strides()[2] == x.size(3));
+  return packed ? x : contiguous(x);
+}
+
 Tensor flash_attention_in(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& blocked, double scale,
                           bool causal, double dropout_p, bool training, Generator& gen) {
   constexpr const char* name = "flash_attention";
   if (q.dim() != 4 || k.dim() != 4 || v.dim() != 4 || k.size(0) != q.size(0) || v.size(0) != q.size(0) ||
-      k.size(1) != q.size(1) || v.size(1) != q.size(1) || k.size(3) != q.size(3) || v.size(2) != k.size(2))
-    throw ShapeError(fmt::format("{}: q {}, k {}, v {} do not fit [B, H, Tq, Dh], [B, H, Tk, Dh], [B, H, Tk, Dv]", name,
-                                 to_string(q.shape()), to_string(k.shape()), to_string(v.shape())));
+      k.size(1) < 1 || q.size(1) % k.size(1) != 0 || v.size(1) != k.size(1) || k.size(3) != q.size(3) ||
+      v.size(2) != k.size(2))
+    throw ShapeError(
+        fmt::format("{}: q {}, k {}, v {} do not fit [B, H, Tq, Dh], [B, Hkv, Tk, Dh], [B, Hkv, Tk, Dv] "
+                    "with Hkv dividing H",
+                    name, to_string(q.shape()), to_string(k.shape()), to_string(v.shape())));
   if (!(dropout_p >= 0 && dropout_p <= 1))
     throw ValueError(fmt::format("{}: dropout must be in [0, 1], got {}", name, dropout_p));
   const Shape scores{q.size(0), q.size(1), q.size(2), k.size(2)};
@@ -39,7 +49,7 @@ Tensor flash_attention_in(const Tensor& q, const Tensor& k, const Tensor& v, con
     cfg.seed = gen.seed();
     cfg.offset = gen.take(static_cast<std::uint64_t>(q.size(0) * q.size(1) * q.size(2) * k.size(2)));
   }
-  const Tensor qc = contiguous(q), kc = contiguous(k), vc = contiguous(v);
+  const Tensor qc = contiguous(q), kc = packed_rows(k), vc = packed_rows(v);
   Tensor out = detail::empty_as(qc, {q.size(0), q.size(1), q.size(2), v.size(3)});
   Tensor lse = detail::empty_as(qc, {q.size(0), q.size(1), q.size(2)},
                                 q.dtype() == DType::bfloat16 ? DType::float32 : q.dtype());
@@ -49,11 +59,15 @@ Tensor flash_attention_in(const Tensor& q, const Tensor& k, const Tensor& v, con
                        const Tensor& lse, const Tensor& blocked) -> Gradients {
            const Tensor gc = contiguous(detail::stored_as(g, qc.dtype()));
            const TensorDesc mask = blocked.defined() ? detail::broadcast_desc(blocked, scores) : TensorDesc{};
-           Tensor dq = detail::empty_as(qc, qc.shape()), dk = detail::empty_as(kc, kc.shape()),
-                  dv = detail::empty_as(vc, vc.shape());
+           // One dk, dv per query head, then each group's summed: a shared head's gradient is its readers'.
+           const std::int64_t B = qc.size(0), H = qc.size(1), Hkv = kc.size(1), Tk = kc.size(2);
+           Tensor dq = detail::empty_as(qc, qc.shape()), dk = detail::empty_as(kc, {B, H, Tk, kc.size(3)}),
+                  dv = detail::empty_as(vc, {B, H, Tk, vc.size(3)});
            qc.backend().attention_backward(dq.desc(), dk.desc(), dv.desc(), gc.desc(), qc.desc(), kc.desc(), vc.desc(),
                                            o.desc(), lse.desc(), mask, cfg);
-           return {dq, dk, dv};
+           if (Hkv == H) return {dq, dk, dv};
+           const auto group_sum = [&](const Tensor& d) { return sum(view(d, {B, Hkv, H / Hkv, Tk, d.size(3)}), {2}); };
+           return {dq, group_sum(dk), group_sum(dv)};
          });
   return out;
 }
