@@ -69,7 +69,7 @@ TEST_CASE("the KV cache gives the full forward's logits, a prompt, a chunk and s
     model.eval();
     const std::vector<std::int64_t> ids{3, 9, 4, 1, 17, 22, 5, 8};
     const Tensor full = model(from_vector(ids, {1, 8}, {DType::int64}));  // [1, 8, V]
-    KVCache cache = model.make_cache();
+    KVCache cache = model.make_cache(8);
     std::vector<Tensor> pieces;
     for (const auto& [start, length] :
          std::vector<std::pair<std::int64_t, std::int64_t>>{{0, 3}, {3, 1}, {4, 3}, {7, 1}}) {
@@ -91,9 +91,39 @@ TEST_CASE("the cache stores Hkv heads: bytes per token for MHA, GQA and MQA", "[
   CHECK(kv_cache_bytes_per_token(c, 2) == 2 * 4 * 1 * 32 * 2);
   Generator gen(3);
   LanguageModel model(tiny("llama"), gen);
-  KVCache cache = model.make_cache();
+  KVCache cache = model.make_cache(3);
   model(from_vector(std::vector<std::int64_t>{1, 2, 3}, {1, 3}, {DType::int64}), &cache);
-  CHECK(cache.layers[0].k.shape() == Shape{1, 2, 3, 4});  // [B, Hkv, t, Dh]: 2 of the 8 heads stored
+  CHECK(cache.layers[0].keys().shape() == Shape{1, 2, 3, 4});  // [B, Hkv, t, Dh]: 2 of the 8 heads stored
+}
+
+// Allocated once: a token's keys are written into the buffer, and attention reads them there. A cache that
+// concatenates, or hands attention a copy, moves to new memory each step.
+TEST_CASE("the KV cache is allocated once, at its capacity, read in place, and refuses tokens past it", "[ch12]") {
+  Generator gen(4);
+  LanguageModel model(tiny("llama"), gen);
+  model.eval();
+  KVCache cache = model.make_cache(6);
+  const auto feed = [&](std::vector<std::int64_t> ids) {
+    const std::int64_t T = static_cast<std::int64_t>(ids.size());
+    return model(from_vector(ids, {1, T}, {DType::int64}), &cache);
+  };
+  feed({1, 2, 3});
+  const void* keys = cache.layers[1].keys().desc().data;
+  const void* values = cache.layers[1].values().desc().data;
+  feed({4});
+  feed({5, 6});
+  CHECK(cache.length() == 6);
+  CHECK(cache.layers[1].capacity() == 6);
+  CHECK(cache.layers[1].keys().desc().data == keys);
+  CHECK(cache.layers[1].values().desc().data == values);
+  CHECK_THROWS_WITH(feed({7}), Catch::Matchers::ContainsSubstring("LayerCache") &&
+                                   Catch::Matchers::ContainsSubstring("capacity is 6"));
+  LayerCache layer(4);
+  layer.append(zeros({1, 2, 3, 4}), zeros({1, 2, 3, 4}));
+  CHECK_THROWS_WITH(layer.append(zeros({2, 2, 1, 4}), zeros({2, 2, 1, 4})),
+                    Catch::Matchers::ContainsSubstring("[2, 2, 1, 4]") &&
+                        Catch::Matchers::ContainsSubstring("[1, 2, 4, 4]"));
+  CHECK_THROWS_AS(LayerCache(0), ValueError);
 }
 
 TEST_CASE("sampling: greedy, temperature, top-k, and top-p keeping the token that crosses p", "[ch12]") {
@@ -205,7 +235,7 @@ TEST_CASE("the Llama-style model learns a repeated text (loss falls below 0.5 na
 TEST_CASE("on cuda-sim a training step and a generated token wait and launch no more than docs/09 states",
           "[ch12][cpu-only]") {
   constexpr std::size_t kStepWaits = 6, kTokenWaits = 4;  // docs/09_cuda.md's tables
-  constexpr std::size_t kStepLaunches = 230, kTokenLaunches = 49;
+  constexpr std::size_t kStepLaunches = 228, kTokenLaunches = 41;
   const Device sim{DeviceType::cuda_sim, 0};
   const Device before_default = default_device();
   set_default_device(sim);

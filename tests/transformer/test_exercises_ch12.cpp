@@ -214,7 +214,7 @@ TEST_CASE("ex12.6: the KV cache: new tokens at positions cache.length().., appen
   GroupedQueryAttention a(AttentionShape{8, 2, 2, false, true}, gen);  // RoPE, multi-head
   const Tensor x = randn({1, 5, 8}, gen);
   const Tensor full = a(x);
-  LayerCache cache;
+  LayerCache cache(5);
   std::vector<Tensor> steps;
   std::string error;  // a cache that lost tokens can make the next step's shapes disagree
   try {
@@ -226,7 +226,7 @@ TEST_CASE("ex12.6: the KV cache: new tokens at positions cache.length().., appen
   // The cached keys of the last token: rotated by its own position 4, not by its place in its chunk.
   const Tensor raw_k = permute(view((*a.w_k)(narrow(x, 1, 4, 1)), {1, 1, 2, 4}), {0, 2, 1, 3});  // [1, H, 1, Dh]
   std::string diagnosis = "the cache's length is where the new tokens start; their keys and values are appended";
-  if (cache.length() == 5 && close(narrow(cache.k, 2, 4, 1), rope(raw_k, 1), 1e-5, 1e-5))
+  if (cache.length() == 5 && close(narrow(cache.keys(), 2, 4, 1), rope(raw_k, 1), 1e-5, 1e-5))
     diagnosis = mistake("position-not-advanced",
                         "the new tokens rotated from their place in the chunk, not from the "
                         "cache's length: every step looked like position 0");

@@ -21,6 +21,34 @@ Tensor repeat_kv(const Tensor& kv, std::int64_t n_heads) {
   // END EXERCISE
 }
 
+LayerCache::LayerCache(std::int64_t capacity) : capacity_(capacity) {
+  if (capacity < 1)
+    throw ValueError(fmt::format("LayerCache: the capacity must be at least 1 token, got {}", capacity));
+}
+
+void LayerCache::append(const Tensor& k, const Tensor& v) {
+  if (k.dim() != 4 || v.shape() != k.shape() ||
+      (k_.defined() && (k.size(0) != k_.size(0) || k.size(1) != k_.size(1) || k.size(3) != k_.size(3))))
+    throw ShapeError(fmt::format("LayerCache: keys {} and values {} do not fit a cache of {}", to_string(k.shape()),
+                                 to_string(v.shape()), k_.defined() ? to_string(k_.shape()) : "[B, Hkv, T, Dh]"));
+  const std::int64_t T = k.size(2);
+  if (length_ + T > capacity_)
+    throw ShapeError(
+        fmt::format("LayerCache: {} more tokens do not fit after {}: its capacity is {}", T, length_, capacity_));
+  if (!k_.defined()) {
+    const Shape buffer{k.size(0), k.size(1), capacity_, k.size(3)};
+    k_ = empty(buffer, {k.dtype(), k.device()});
+    v_ = empty(buffer, {v.dtype(), v.device()});
+  }
+  Tensor k_rows = narrow(k_, 2, length_, T), v_rows = narrow(v_, 2, length_, T);
+  copy_(k_rows, k);
+  copy_(v_rows, v);
+  length_ += T;
+}
+
+Tensor LayerCache::keys() const { return k_.defined() ? narrow(k_, 2, 0, length_) : Tensor(); }
+Tensor LayerCache::values() const { return v_.defined() ? narrow(v_, 2, 0, length_) : Tensor(); }
+
 GroupedQueryAttention::GroupedQueryAttention(const AttentionShape& s, Generator& gen)
     : shape(s), d_head(s.n_heads > 0 ? s.d_model / s.n_heads : 0) {
   if (s.n_heads < 1 || s.n_kv_heads < 1 || s.d_model % s.n_heads != 0 || s.n_heads % s.n_kv_heads != 0)
@@ -53,20 +81,19 @@ Tensor GroupedQueryAttention::forward(const Tensor& x, LayerCache* cache) {
     k = rope(k, start, shape.pairing);
   }
   if (cache) {
-    if (start > 0) {
-      k = cat({cache->k, k}, 2);  // [B, Hkv, start + T, Dh]
-      v = cat({cache->v, v}, 2);
-    }
-    cache->k = k;
-    cache->v = v;
+    cache->append(k, v);
+    k = cache->keys();  // [B, Hkv, start + T, Dh]
+    v = cache->values();
   }
   // END EXERCISE
   // Query i (at position start + i) may not see key j > start + i. Without a cache that is flash_attention's
   // own causal mask; one new token sees the whole cache; several new tokens need the mask shifted by start.
+  // flash_attention shares each key/value head among its H / Hkv query heads itself, as repeat_kv lays them out,
+  // reading them in place.
   const Tensor blocked = start > 0 && T > 1 ? subsequent_mask(T, x.device(), start) : Tensor();
-  const Tensor context = flash_attention(q, repeat_kv(k, shape.n_heads), repeat_kv(v, shape.n_heads), blocked,
-                                         attention_scale(d_head), /*causal=*/start == 0);  // [B, H, T, Dh]
-  return (*w_o)(merge_heads(context));                                                     // [B, T, D]
+  const Tensor context =
+      flash_attention(q, k, v, blocked, attention_scale(d_head), /*causal=*/start == 0);  // [B, H, T, Dh]
+  return (*w_o)(merge_heads(context));                                                    // [B, T, D]
 }
 
 }  // namespace stepformer::transformer

@@ -81,7 +81,8 @@ std::vector<std::int64_t> generate(LanguageModel& model, const std::vector<std::
     return from_vector(ids, {1, T}, {DType::int64, device});
   };
   std::vector<std::int64_t> sequence = prompt, out;
-  KVCache cache = model.make_cache();
+  // The last token sampled is never fed back: the cache holds at most the prompt and count - 1 more.
+  KVCache cache = model.make_cache(static_cast<std::int64_t>(prompt.size()) + std::max<std::int64_t>(count - 1, 0));
   std::vector<std::int64_t> feed = prompt;  // what the next forward reads
   for (std::int64_t i = 0; i < count; ++i) {
     const Tensor logits = use_cache ? model(ids_tensor(feed), &cache) : model(ids_tensor(sequence));  // [1, t, V]

@@ -14,11 +14,24 @@ namespace stepformer::transformer {
 // (Shazeer 2019).
 Tensor repeat_kv(const Tensor& kv, std::int64_t n_heads);
 
-// What one layer has seen while generating: keys (RoPE applied) and values [B, Hkv, t, Dh] of the t tokens so
-// far. Only the Hkv shared heads are stored: the cache is H / Hkv times smaller than multi-head attention's.
-struct LayerCache {
-  Tensor k, v;
-  std::int64_t length() const { return k.defined() ? k.size(2) : 0; }
+// What one layer has seen while generating: the keys (RoPE applied) and values of the tokens so far. Only the Hkv
+// shared heads are stored: the cache is H / Hkv times smaller than multi-head attention's. Its buffers
+// [B, Hkv, capacity, Dh] are allocated once, at the first append, for the longest sequence it will hold (as Hugging
+// Face's StaticCache): a token's keys are written in place, and attention reads the first length() rows where
+// they lie (flash_attention takes such views), so generating allocates nothing that grows with the sequence.
+class LayerCache {
+ public:
+  explicit LayerCache(std::int64_t capacity);
+  std::int64_t capacity() const { return capacity_; }
+  std::int64_t length() const { return length_; }
+  // k, v [B, Hkv, T, Dh] stored after the cache's tokens. ShapeError past the capacity, or for another B, Hkv or Dh.
+  void append(const Tensor& k, const Tensor& v);
+  Tensor keys() const;    // [B, Hkv, length(), Dh], a view of the buffer
+  Tensor values() const;  // [B, Hkv, length(), Dh]
+
+ private:
+  std::int64_t capacity_, length_ = 0;
+  Tensor k_, v_;  // [B, Hkv, capacity, Dh], undefined until the first append
 };
 
 struct AttentionShape {

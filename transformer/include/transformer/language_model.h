@@ -69,7 +69,10 @@ class LanguageModel : public nn::CallableModule<LanguageModel> {
   // ids int64 [B, T] -> logits [B, T, V]: position t predicts token t + 1. With a cache, ids are the tokens
   // after the cache's (positions cache.length() ..), and the cache grows by T.
   Tensor forward(const Tensor& ids, KVCache* cache = nullptr);
-  KVCache make_cache() const { return KVCache{std::vector<LayerCache>(cfg.n_layers)}; }
+  // A cache for sequences of at most `capacity` tokens (prompt and generated together).
+  KVCache make_cache(std::int64_t capacity) const {
+    return KVCache{std::vector<LayerCache>(static_cast<std::size_t>(cfg.n_layers), LayerCache(capacity))};
+  }
 
   LMConfig cfg;
   std::shared_ptr<nn::Embedding> tokens;     // [V, D]
