@@ -4,6 +4,7 @@
 #include <fstream>
 
 #include "../helpers.h"
+#include "autograd/autocast.h"
 #include "transformer/lm_train.h"
 #include "transformer/sampling.h"
 
@@ -120,10 +121,31 @@ TEST_CASE("the KV cache is allocated once, at its capacity, read in place, and r
                                    Catch::Matchers::ContainsSubstring("capacity is 6"));
   LayerCache layer(4);
   layer.append(zeros({1, 2, 3, 4}), zeros({1, 2, 3, 4}));
-  CHECK_THROWS_WITH(layer.append(zeros({2, 2, 1, 4}), zeros({2, 2, 1, 4})),
-                    Catch::Matchers::ContainsSubstring("[2, 2, 1, 4]") &&
-                        Catch::Matchers::ContainsSubstring("[1, 2, 4, 4]"));
+  CHECK_THROWS_WITH(
+      layer.append(zeros({2, 2, 1, 4}), zeros({2, 2, 1, 4})),
+      Catch::Matchers::ContainsSubstring("[2, 2, 1, 4]") && Catch::Matchers::ContainsSubstring("[1, 2, 4, 4]"));
   CHECK_THROWS_AS(LayerCache(0), ValueError);
+}
+
+// Under autocast attention multiplies bfloat16 keys and values: the cache keeps them so (half the bytes), rounded as
+// attention would round them, so the cached logits stay the full forward's.
+TEST_CASE("under bfloat16 autocast the KV cache holds bfloat16 and gives the full forward's logits", "[ch12]") {
+  Generator gen(5);
+  LanguageModel model(tiny("llama"), gen);
+  model.eval();
+  const NoGradGuard no_grad;
+  const AutocastGuard autocast(DType::bfloat16);
+  const std::vector<std::int64_t> ids{3, 9, 4, 1, 17, 22};
+  const Tensor full = model(from_vector(ids, {1, 6}, {DType::int64}));
+  KVCache cache = model.make_cache(6);
+  std::vector<Tensor> pieces;
+  for (const auto& [start, length] : std::vector<std::pair<std::int64_t, std::int64_t>>{{0, 3}, {3, 1}, {4, 2}}) {
+    std::vector<std::int64_t> chunk(ids.begin() + start, ids.begin() + start + length);
+    pieces.push_back(model(from_vector(chunk, {1, length}, {DType::int64}), &cache));
+  }
+  CHECK(cache.layers[0].keys().dtype() == DType::bfloat16);
+  CHECK(cache.layers[0].values().dtype() == DType::bfloat16);
+  CHECK(close(cat(pieces, 1), full, 1e-5, 1e-4));
 }
 
 TEST_CASE("sampling: greedy, temperature, top-k, and top-p keeping the token that crosses p", "[ch12]") {

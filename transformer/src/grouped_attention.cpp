@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include "autograd/autocast.h"
 #include "autograd/errors.h"
 #include "autograd/ops.h"
 #include "transformer/attention.h"
@@ -36,9 +37,12 @@ void LayerCache::append(const Tensor& k, const Tensor& v) {
     throw ShapeError(
         fmt::format("LayerCache: {} more tokens do not fit after {}: its capacity is {}", T, length_, capacity_));
   if (!k_.defined()) {
+    // Stored as attention multiplies them: under bfloat16 autocast, float32 keys are kept in bfloat16 (as PyTorch's
+    // autocast Linear returns them), half the bytes, and attention converts no cache at each token.
+    const bool narrower = autocast_dtype() == DType::bfloat16 && k.dtype() == DType::float32;
     const Shape buffer{k.size(0), k.size(1), capacity_, k.size(3)};
-    k_ = empty(buffer, {k.dtype(), k.device()});
-    v_ = empty(buffer, {v.dtype(), v.device()});
+    k_ = empty(buffer, {narrower ? DType::bfloat16 : k.dtype(), k.device()});
+    v_ = empty(buffer, {narrower ? DType::bfloat16 : v.dtype(), v.device()});
   }
   Tensor k_rows = narrow(k_, 2, length_, T), v_rows = narrow(v_, 2, length_, T);
   copy_(k_rows, k);

@@ -76,12 +76,15 @@ Tensor flash_attention_in(const Tensor& q, const Tensor& k, const Tensor& v, con
 Tensor flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& blocked, double scale,
                        bool causal, double dropout_p, bool training, Generator& gen) {
   constexpr const char* name = "flash_attention";
-  detail::check_operands(name, {&q, &k, &v});
-  detail::check_floating(name, q);
-  if (autocast_dtype() == DType::bfloat16 && q.dtype() == DType::float32)
+  detail::check_operands(name, {&q, &k, &v}, /*same_dtype=*/false);
+  for (const Tensor* t : {&q, &k, &v}) detail::check_floating(name, *t);
+  // Under autocast float32 queries may meet keys and values kept in bfloat16 already (a KV cache, chapter 12).
+  if (autocast_dtype() == DType::bfloat16 && q.dtype() == DType::float32 && k.dtype() != DType::float64 &&
+      v.dtype() != DType::float64)
     return flash_attention_in(q.to(DType::bfloat16), k.to(DType::bfloat16), v.to(DType::bfloat16), blocked, scale,
                               causal, dropout_p, training, gen)
         .to(DType::float32);
+  detail::check_operands(name, {&q, &k, &v});  // one dtype
   return flash_attention_in(q, k, v, blocked, scale, causal, dropout_p, training, gen);
 }
 
