@@ -215,5 +215,6 @@ template std::vector<std::int64_t> Tensor::to_vector<std::int64_t>() const;
 std::size_t bytes_in_use(Device device) { return backend_for(device).bytes_in_use(); }
 std::size_t host_waits(Device device) { return backend_for(device).host_waits(); }
 std::size_t kernel_launches(Device device) { return backend_for(device).kernel_launches(); }
+std::size_t driver_allocations(Device device) { return backend_for(device).driver_allocations(); }
 
 }  // namespace stepformer

@@ -20,6 +20,7 @@ class CudaBackend final : public Backend {
   std::size_t bytes_in_use() const override { return bytes_in_use_.load(); }
   std::size_t host_waits() const override { return host_waits_.load(); }
   std::size_t kernel_launches() const override;  // memory.cu
+  std::size_t driver_allocations() const override { return driver_allocations_.load(); }
   // optim.cu: one launch per 16 parameters, the tensors' addresses passed in the launch's arguments.
   void adam_update_many(const std::vector<AdamTensors>& group, const AdamConfig& cfg) override;
 
@@ -40,6 +41,9 @@ class CudaBackend final : public Backend {
   std::atomic<std::size_t> host_waits_{0};  // each copy between host and device: cuda-sim counts the GPU's
   std::mutex cache_mutex_;
   std::unordered_map<std::size_t, std::vector<void*>> cache_;  // cuda: size -> free device blocks
+  // cuda-sim frees at once, but counts the cudaMalloc calls the cache above would make: size -> blocks it would keep.
+  std::unordered_map<std::size_t, std::size_t> kept_sizes_;
+  std::atomic<std::size_t> driver_allocations_{0};
   long long* bad_index_ = nullptr;
 };
 

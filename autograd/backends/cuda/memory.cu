@@ -46,6 +46,7 @@ void* CudaBackend::allocate(std::size_t bytes) {
     }
   }
   void* p = nullptr;
+  ++driver_allocations_;
   if (cudaMalloc(&p, size) != cudaSuccess) {
     cudaGetLastError();  // clear the sticky error, give the cache back, try once more
     {
@@ -115,13 +116,24 @@ void* CudaBackend::allocate(std::size_t bytes) {
   void* p = cudasim::device_allocate(bytes == 0 ? 1 : bytes);  // filled with 0xFF: a read before any write is NaN
   if (p == nullptr) throw ResourceError(out_of_memory(bytes, bytes_in_use()));
   bytes_in_use_ += size;
+  {
+    std::lock_guard<std::mutex> lock(cache_mutex_);
+    auto it = kept_sizes_.find(size);
+    if (it != kept_sizes_.end() && it->second > 0)
+      --it->second;  // the GPU's cache would hand out a kept block
+    else
+      ++driver_allocations_;
+  }
   return p;
 }
 
 void CudaBackend::deallocate(void* ptr, std::size_t bytes) {
   if (ptr == nullptr) return;
   cudasim::device_free(ptr);
-  bytes_in_use_ -= rounded(bytes == 0 ? 1 : bytes);
+  const std::size_t size = rounded(bytes == 0 ? 1 : bytes);
+  bytes_in_use_ -= size;
+  std::lock_guard<std::mutex> lock(cache_mutex_);
+  ++kept_sizes_[size];
 }
 
 void CudaBackend::copy_from_host(void* dst, const void* host_src, std::size_t bytes) {

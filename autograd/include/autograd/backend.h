@@ -111,6 +111,9 @@ class Backend {
   // Kernels queued on this device so far: each costs the host microseconds to queue and the device some to start,
   // which for a small model's many small kernels is most of a step. Zero where kernels are function calls.
   virtual std::size_t kernel_launches() const { return 0; }
+  // Blocks asked of the device's driver (cudaMalloc) because no freed block of the size was kept: each one makes
+  // the host wait for the device as a copy does. Zero where there is no such cache.
+  virtual std::size_t driver_allocations() const { return 0; }
 
   // --- elementwise --------------------------------------------------------------------------------
   virtual void fill(const TensorDesc& out, double value) = 0;

@@ -163,7 +163,8 @@ class LeafObserver {
 
 // Memory in use by a device's allocations, in bytes (leak tests and the demo's report).
 std::size_t bytes_in_use(Device device = kCPU);
-std::size_t host_waits(Device device);       // Backend::host_waits: how often the host has waited for `device`
-std::size_t kernel_launches(Device device);  // Backend::kernel_launches: kernels queued on `device` so far
+std::size_t host_waits(Device device);          // Backend::host_waits: how often the host has waited for `device`
+std::size_t kernel_launches(Device device);     // Backend::kernel_launches: kernels queued on `device` so far
+std::size_t driver_allocations(Device device);  // Backend::driver_allocations: cudaMalloc calls on `device` so far
 
 }  // namespace stepformer
