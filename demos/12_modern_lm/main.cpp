@@ -14,6 +14,7 @@
 
 #include "architecture.h"
 #include "autograd/autocast.h"
+#include "autograd/grad_mode.h"
 #include "autograd/ops.h"
 #include "lm_run.h"
 
@@ -95,6 +96,39 @@ void worked_examples() {
   }
 }
 
+// The KV cache while generating, read from a real cache (LayerCache) of the default Llama-style model (untrained:
+// only the cache's bookkeeping is drawn): one row per forward call, one column per position of the buffer, which
+// make_cache allocated once at the capacity. Dark: the rows that call wrote; pale: the rows it read, written before;
+// white: not written yet. Default sizes whatever the options, so that the doc's copy is checked by CI's small run.
+void kv_cache_picture(const std::filesystem::path& out) {
+  const Options defaults;
+  sf::Generator gen(1);
+  LanguageModel model(config_for(defaults, "llama", defaults.vocab), gen);
+  model.eval();
+  const sf::NoGradGuard no_grad;
+  const std::vector<std::int64_t> prompt{1, 2, 3, 4};
+  const std::int64_t generated = 8, capacity = static_cast<std::int64_t>(prompt.size()) + generated;
+  KVCache cache = model.make_cache(capacity);
+  std::vector<double> state;
+  std::vector<std::string> rows, cols;
+  for (std::int64_t t = 0; t < capacity; ++t) cols.push_back(std::to_string(t));
+  std::vector<std::int64_t> feed = prompt;
+  while (cache.length() < capacity) {
+    const std::int64_t before = cache.length(), T = static_cast<std::int64_t>(feed.size());
+    model(sf::from_vector(feed, {1, T}, {sf::DType::int64}), &cache);
+    rows.push_back(before == 0 ? fmt::format("prompt, {} tokens", T) : fmt::format("token at {}", before));
+    for (std::int64_t t = 0; t < capacity; ++t) state.push_back(t < before ? 0.35 : t < cache.length() ? 1.0 : 0.0);
+    feed = {5};
+  }
+  const sf::Tensor keys = cache.layers[0].keys();
+  sf::demo::write_output(
+      out, "12_kv_cache.svg",
+      sf::demo::heatmap_svg(sf::from_vector(state, {static_cast<std::int64_t>(rows.size()), capacity}), rows, cols,
+                            fmt::format("one layer's KV cache, keys [1, {}, {}, {}]: rows each call wrote (dark), "
+                                        "kept from before (pale), free (white)",
+                                        keys.size(1), cache.layers[0].capacity(), keys.size(3))));
+}
+
 // The two ends of the chapter as block diagrams, at the default options' sizes whatever the options (so that the
 // doc's copies are checked by CI's small run): the 2017 block and the Llama-style one.
 void block_pictures(const std::filesystem::path& out) {
@@ -139,6 +173,7 @@ int main(int argc, char** argv) {
     worked_examples();
     blocks(o, corpus.vocab.size());
     rope_picture(o.common.out);
+    kv_cache_picture(o.common.out);
     block_pictures(o.common.out);
     if (o.ablation) {
       ablation(o, &corpus);
