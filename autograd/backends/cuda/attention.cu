@@ -273,6 +273,7 @@ void CudaBackend::attention_backward(const TensorDesc& dq, const TensorDesc& dk,
                                      const TensorDesc& v, const TensorDesc& out, const TensorDesc& lse,
                                      const TensorDesc& blocked, const AttentionConfig& cfg) {
   if (q.dtype == DType::bfloat16) {
+    if (attention_backward_tensor_cores(dq, dk, dv, dout, q, k, v, out, lse, blocked, cfg)) return;
     const Widened qw(*this, q, true), kw(*this, k, true), vw(*this, v, true), ow(*this, out, true),
         gw(*this, dout, true), dqw(*this, dq, false), dkw(*this, dk, false), dvw(*this, dv, false);
     attention_backward(dqw.desc(), dkw.desc(), dvw.desc(), gw.desc(), qw.desc(), kw.desc(), vw.desc(), ow.desc(), lse,

@@ -32,6 +32,11 @@ class CudaBackend final : public Backend {
   bool attention_forward_tensor_cores(const TensorDesc& out, const TensorDesc& lse, const TensorDesc& q,
                                       const TensorDesc& k, const TensorDesc& v, const TensorDesc& blocked,
                                       const AttentionConfig& cfg);
+  // attention_tensor_cores.cu: attention_backward on the tensor cores for the same heads; false otherwise.
+  bool attention_backward_tensor_cores(const TensorDesc& dq, const TensorDesc& dk, const TensorDesc& dv,
+                                       const TensorDesc& dout, const TensorDesc& q, const TensorDesc& k,
+                                       const TensorDesc& v, const TensorDesc& out, const TensorDesc& lse,
+                                       const TensorDesc& blocked, const AttentionConfig& cfg);
   // memory.cu: a device int64 that kernels lower with atomicMin to report the first bad index (or -1).
   long long* first_bad_index_slot();  // long long: the type CUDA's atomicMin takes
   std::int64_t read_first_bad_index();
