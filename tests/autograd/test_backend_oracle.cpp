@@ -609,9 +609,10 @@ TEST_CASE("oracle: every virtual kernel of backend.h has a case in the table", "
   std::set<std::string> covered;
   for (const Case& c : cases()) covered.insert(c.kernel);
   // Covered by the cases of their partner: copy_to_host by the round trip, deallocate and bytes_in_use by
-  // the allocation case; host_waits and kernel_launches are no kernels, and the language model's test counts them
-  // on cuda-sim.
-  for (const char* implied : {"copy_to_host", "deallocate", "bytes_in_use", "host_waits", "kernel_launches"})
+  // the allocation case; host_waits, kernel_launches and driver_allocations are no kernels, and the language
+  // model's tests count them on cuda-sim.
+  for (const char* implied :
+       {"copy_to_host", "deallocate", "bytes_in_use", "host_waits", "kernel_launches", "driver_allocations"})
     covered.insert(implied);
   for (const std::string& name : declared) {
     INFO("Backend::" << name << " has no case in tests/autograd/test_backend_oracle.cpp");
