@@ -1,7 +1,8 @@
-// FlashAttention on the tensor cores (the forward here; the backward further down), with FlashAttention-2's partition of the work (Dao 2023,
-// "FlashAttention-2: Faster Attention with Better Parallelism and Work Partitioning", section 3.2: each warp owns
-// its queries, so no two warps combine partial results): bfloat16 q, k and v, float32 scores, running statistics
-// and sums, and the weights rounded to bfloat16 before they multiply V, as the CPU's bfloat16 kernel does.
+// FlashAttention on the tensor cores (the forward here; the backward further down), with FlashAttention-2's partition
+// of the work (Dao 2023, "FlashAttention-2: Faster Attention with Better Parallelism and Work Partitioning",
+// section 3.2: each warp owns its queries, so no two warps combine partial results): bfloat16 q, k and v, float32
+// scores, running statistics and sums, and the weights rounded to bfloat16 before they multiply V, as the CPU's
+// bfloat16 kernel does.
 //
 // A block of 4 warps takes 64 queries of one (batch, head), a warp 16 of them, and walks the keys 64 at a time.
 // A warp's scores S = Q K^T (16 x 64) and its output rows (16 x Dh) live in mma.sync's accumulators, so the online
@@ -40,6 +41,17 @@ __device__ __forceinline__ void stage_rows(bfloat16* tile, const bfloat16* x, st
 
 __device__ __forceinline__ std::uint32_t bf16_pair(float low, float high) {
   return std::uint32_t{bfloat16(low).bits} | std::uint32_t{bfloat16(high).bits} << 16;
+}
+
+// Row r (0: g, 1: g + 8) of accumulators [D / 8][4] times `factor`, this lane's two columns of each 8, into `row`.
+template <int D>
+__device__ __forceinline__ void store_row(bfloat16* row, const float (&acc)[D / 8][4], int r, float factor) {
+  const int t = static_cast<int>(threadIdx.x) % 4;
+  STEPFORMER_UNROLL
+  for (int d = 0; d < D / 8; ++d) {
+    row[8 * d + 2 * t] = bfloat16(acc[d][2 * r] * factor);
+    row[8 * d + 2 * t + 1] = bfloat16(acc[d][2 * r + 1] * factor);
+  }
 }
 
 template <int D>
@@ -148,13 +160,8 @@ __global__ void __launch_bounds__(kThreads)
     l[r] += __shfl_xor_sync(kFullMask, l[r], 2);
     const std::int64_t i = rows[r];
     if (i >= n.Tq) continue;
-    const float inv = 1.f / l[r];  // l == 0 (no key seen): inf, and 0 * inf is NaN, as the composite's softmax
-    bfloat16* row_out = out + (bh * n.Tq + i) * D;
-    STEPFORMER_UNROLL
-    for (int d = 0; d < D / 8; ++d) {
-      row_out[8 * d + 2 * t] = bfloat16(o[d][2 * r] * inv);
-      row_out[8 * d + 2 * t + 1] = bfloat16(o[d][2 * r + 1] * inv);
-    }
+    // l == 0 (no key seen): inf, and 0 * inf is NaN, as the composite's softmax
+    store_row<D>(out + (bh * n.Tq + i) * D, o, r, 1.f / l[r]);
     if (t == 0) lse[bh * n.Tq + i] = m[r] + log_(l[r]);
   }
 }
@@ -178,6 +185,53 @@ __device__ __forceinline__ void rows_as_a(std::uint32_t (&fragments)[D / 16][4],
     ldmatrix_x4(fragments[c], tile + (16 * warp + lane % 16) * (D + 8) + 16 * c + lane / 16 * 8, false);
 }
 
+// s += a x^T and u += b y^T over the 64 rows of the tiles x and y (row stride D + 8), whose rows are B's columns
+// (K's in S = Q K^T): a and b are a warp's [16, D] A fragments; s and u [8 pieces of 8 rows of x, y][4].
+template <int D>
+__device__ __forceinline__ void times_rows(float (&s)[8][4], const std::uint32_t (&a)[D / 16][4], const bfloat16* x,
+                                           float (&u)[8][4], const std::uint32_t (&b)[D / 16][4], const bfloat16* y) {
+  const int lane = static_cast<int>(threadIdx.x) % kWarp, q8 = lane / 8;
+  STEPFORMER_UNROLL
+  for (int c = 0; c < D / 16; ++c) {
+    STEPFORMER_UNROLL
+    for (int j = 0; j < 8; j += 2) {  // rows 8j..8j+15 at dims 16c..16c+15
+      const int at = (8 * j + lane % 8 + q8 / 2 * 8) * (D + 8) + 16 * c + q8 % 2 * 8;
+      std::uint32_t two[4];
+      ldmatrix_x4(two, x + at, false);
+      const std::uint32_t x_first[2] = {two[0], two[1]}, x_second[2] = {two[2], two[3]};
+      mma_m16n8k16_bf16(s[j], a[c], x_first);
+      mma_m16n8k16_bf16(s[j + 1], a[c], x_second);
+      ldmatrix_x4(two, y + at, false);
+      const std::uint32_t y_first[2] = {two[0], two[1]}, y_second[2] = {two[2], two[3]};
+      mma_m16n8k16_bf16(u[j], b[c], y_first);
+      mma_m16n8k16_bf16(u[j + 1], b[c], y_second);
+    }
+  }
+}
+
+// Pieces 2c and 2c + 1 of accumulators [8][4] as the A fragment of their [16, 16], rounded to bfloat16.
+__device__ __forceinline__ void as_a(std::uint32_t (&f)[4], const float (&x)[8][4], int c) {
+  f[0] = bf16_pair(x[2 * c][0], x[2 * c][1]);
+  f[1] = bf16_pair(x[2 * c][2], x[2 * c][3]);
+  f[2] = bf16_pair(x[2 * c + 1][0], x[2 * c + 1][1]);
+  f[3] = bf16_pair(x[2 * c + 1][2], x[2 * c + 1][3]);
+}
+
+// acc += f x[16c..16c+15, :]: the tile's rows (row stride D + 8) are B's rows, read with ldmatrix.trans.
+template <int D>
+__device__ __forceinline__ void add_times_rows(float (&acc)[D / 8][4], const std::uint32_t (&f)[4], const bfloat16* x,
+                                               int c) {
+  const int lane = static_cast<int>(threadIdx.x) % kWarp, q8 = lane / 8;
+  STEPFORMER_UNROLL
+  for (int d = 0; d < D / 8; d += 2) {  // dims 8d..8d+15
+    std::uint32_t two[4];
+    ldmatrix_x4(two, x + (16 * c + q8 % 2 * 8 + lane % 8) * (D + 8) + 8 * d + q8 / 2 * 8, true);
+    const std::uint32_t first[2] = {two[0], two[1]}, second[2] = {two[2], two[3]};
+    mma_m16n8k16_bf16(acc[d], f, first);
+    mma_m16n8k16_bf16(acc[d + 1], f, second);
+  }
+}
+
 // dQ = scale dS K for a block's 64 queries (a warp's 16), key tile by key tile: the forward's loop with dP beside S.
 // D of each query is computed here and left in `dots` for the dK/dV kernel, which runs after it.
 template <int D>
@@ -191,7 +245,7 @@ __global__ void __launch_bounds__(kThreads)
   bfloat16* k_tile = row_tile + kRows * kStride;  // [64 keys][D]
   bfloat16* v_tile = k_tile + kKeys * kStride;    // [64 keys][D]
   const int warp = static_cast<int>(threadIdx.x) / kWarp, lane = static_cast<int>(threadIdx.x) % kWarp;
-  const int g = lane / 4, t = lane % 4, q8 = lane / 8;
+  const int g = lane / 4, t = lane % 4;
   const std::int64_t bh = blockIdx.y, b = bh / n.H, h = bh % n.H;
   const std::int64_t i0 = static_cast<std::int64_t>(blockIdx.x) * kRows;
   const std::int64_t rows[2] = {i0 + 16 * warp + g, i0 + 16 * warp + g + 8};  // this lane's two queries
@@ -223,22 +277,7 @@ __global__ void __launch_bounds__(kThreads)
     stage_rows<D>(v_tile, v, j0, n.Tk - j0);
     __syncthreads();
     float s[kKeys / 8][4] = {}, dp[kKeys / 8][4] = {};  // S = Q K^T and dO V^T: [8 keys][rows g, g + 8]
-    STEPFORMER_UNROLL
-    for (int c = 0; c < D / 16; ++c) {
-      STEPFORMER_UNROLL
-      for (int j = 0; j < kKeys / 8; j += 2) {  // keys 8j..8j+15 at dims 16c..16c+15, as B's columns
-        const int at = (8 * j + lane % 8 + q8 / 2 * 8) * kStride + 16 * c + q8 % 2 * 8;
-        std::uint32_t two[4];
-        ldmatrix_x4(two, k_tile + at, false);
-        const std::uint32_t k_first[2] = {two[0], two[1]}, k_second[2] = {two[2], two[3]};
-        mma_m16n8k16_bf16(s[j], qf[c], k_first);
-        mma_m16n8k16_bf16(s[j + 1], qf[c], k_second);
-        ldmatrix_x4(two, v_tile + at, false);
-        const std::uint32_t v_first[2] = {two[0], two[1]}, v_second[2] = {two[2], two[3]};
-        mma_m16n8k16_bf16(dp[j], gf[c], v_first);
-        mma_m16n8k16_bf16(dp[j + 1], gf[c], v_second);
-      }
-    }
+    times_rows<D>(s, qf, k_tile, dp, gf, v_tile);
     STEPFORMER_UNROLL
     for (int j = 0; j < kKeys / 8; ++j) {  // s becomes dS = P (f dP - D); blocked, past the end or unseen: 0
       STEPFORMER_UNROLL
@@ -251,30 +290,16 @@ __global__ void __launch_bounds__(kThreads)
       }
     }
     STEPFORMER_UNROLL
-    for (int c = 0; c < kKeys / 16; ++c) {  // keys 16c..16c+15: dS's piece as an A fragment, times K's rows
-      const std::uint32_t dsf[4] = {bf16_pair(s[2 * c][0], s[2 * c][1]), bf16_pair(s[2 * c][2], s[2 * c][3]),
-                                    bf16_pair(s[2 * c + 1][0], s[2 * c + 1][1]),
-                                    bf16_pair(s[2 * c + 1][2], s[2 * c + 1][3])};
-      STEPFORMER_UNROLL
-      for (int d = 0; d < D / 8; d += 2) {  // dims 8d..8d+15: K's rows 16c.. read transposed, as B
-        std::uint32_t two[4];
-        ldmatrix_x4(two, k_tile + (16 * c + q8 % 2 * 8 + lane % 8) * kStride + 8 * d + q8 / 2 * 8, true);
-        const std::uint32_t first[2] = {two[0], two[1]}, second[2] = {two[2], two[3]};
-        mma_m16n8k16_bf16(acc[d], dsf, first);
-        mma_m16n8k16_bf16(acc[d + 1], dsf, second);
-      }
+    for (int c = 0; c < kKeys / 16; ++c) {  // keys 16c..16c+15: dS's piece times K's rows
+      std::uint32_t dsf[4];
+      as_a(dsf, s, c);
+      add_times_rows<D>(acc, dsf, k_tile, c);
     }
   }
   STEPFORMER_UNROLL
   for (int r = 0; r < 2; ++r) {
     const std::int64_t i = rows[r];
-    if (i >= n.Tq) continue;
-    bfloat16* row_dq = dq + (bh * n.Tq + i) * D;
-    STEPFORMER_UNROLL
-    for (int d = 0; d < D / 8; ++d) {
-      row_dq[8 * d + 2 * t] = bfloat16(p.scale * acc[d][2 * r]);
-      row_dq[8 * d + 2 * t + 1] = bfloat16(p.scale * acc[d][2 * r + 1]);
-    }
+    if (i < n.Tq) store_row<D>(dq + (bh * n.Tq + i) * D, acc, r, p.scale);
   }
 }
 
@@ -292,7 +317,7 @@ __global__ void __launch_bounds__(kThreads)
   float* lse_tile = reinterpret_cast<float*>(g_tile + kRows * kStride);  // [64]
   float* dot_tile = lse_tile + kRows;                                    // [64]
   const int warp = static_cast<int>(threadIdx.x) / kWarp, lane = static_cast<int>(threadIdx.x) % kWarp;
-  const int g = lane / 4, t = lane % 4, q8 = lane / 8;
+  const int g = lane / 4, t = lane % 4;
   const std::int64_t bh = blockIdx.y, b = bh / n.H, h = bh % n.H;
   const std::int64_t j0 = static_cast<std::int64_t>(blockIdx.x) * kKeys;
   const std::int64_t keys[2] = {j0 + 16 * warp + g, j0 + 16 * warp + g + 8};  // this lane's two keys
@@ -315,22 +340,7 @@ __global__ void __launch_bounds__(kThreads)
     }
     __syncthreads();
     float st[kRows / 8][4] = {}, dpt[kRows / 8][4] = {};  // S^T = K Q^T and V dO^T: [8 queries][keys g, g + 8]
-    STEPFORMER_UNROLL
-    for (int c = 0; c < D / 16; ++c) {
-      STEPFORMER_UNROLL
-      for (int j = 0; j < kRows / 8; j += 2) {  // queries 8j..8j+15 at dims 16c..16c+15, as B's columns
-        const int at = (8 * j + lane % 8 + q8 / 2 * 8) * kStride + 16 * c + q8 % 2 * 8;
-        std::uint32_t two[4];
-        ldmatrix_x4(two, q_tile + at, false);
-        const std::uint32_t q_first[2] = {two[0], two[1]}, q_second[2] = {two[2], two[3]};
-        mma_m16n8k16_bf16(st[j], kf[c], q_first);
-        mma_m16n8k16_bf16(st[j + 1], kf[c], q_second);
-        ldmatrix_x4(two, g_tile + at, false);
-        const std::uint32_t g_first[2] = {two[0], two[1]}, g_second[2] = {two[2], two[3]};
-        mma_m16n8k16_bf16(dpt[j], vf[c], g_first);
-        mma_m16n8k16_bf16(dpt[j + 1], vf[c], g_second);
-      }
-    }
+    times_rows<D>(st, kf, q_tile, dpt, vf, g_tile);
     STEPFORMER_UNROLL
     for (int j = 0; j < kRows / 8; ++j) {  // st becomes P f, dpt dS = P (f dP - D); blocked or unseen: 0
       STEPFORMER_UNROLL
@@ -347,41 +357,20 @@ __global__ void __launch_bounds__(kThreads)
       }
     }
     STEPFORMER_UNROLL
-    for (int c = 0; c < kRows / 16; ++c) {  // queries 16c..16c+15: (P f)^T and dS^T as A, dO's and Q's rows as B
-      const std::uint32_t pf[4] = {bf16_pair(st[2 * c][0], st[2 * c][1]), bf16_pair(st[2 * c][2], st[2 * c][3]),
-                                   bf16_pair(st[2 * c + 1][0], st[2 * c + 1][1]),
-                                   bf16_pair(st[2 * c + 1][2], st[2 * c + 1][3])};
-      const std::uint32_t dsf[4] = {bf16_pair(dpt[2 * c][0], dpt[2 * c][1]), bf16_pair(dpt[2 * c][2], dpt[2 * c][3]),
-                                    bf16_pair(dpt[2 * c + 1][0], dpt[2 * c + 1][1]),
-                                    bf16_pair(dpt[2 * c + 1][2], dpt[2 * c + 1][3])};
-      STEPFORMER_UNROLL
-      for (int d = 0; d < D / 8; d += 2) {  // dims 8d..8d+15: rows 16c.. read transposed, as B
-        const int at = (16 * c + q8 % 2 * 8 + lane % 8) * kStride + 8 * d + q8 / 2 * 8;
-        std::uint32_t two[4];
-        ldmatrix_x4(two, g_tile + at, true);
-        const std::uint32_t g_first[2] = {two[0], two[1]}, g_second[2] = {two[2], two[3]};
-        mma_m16n8k16_bf16(dv_acc[d], pf, g_first);
-        mma_m16n8k16_bf16(dv_acc[d + 1], pf, g_second);
-        ldmatrix_x4(two, q_tile + at, true);
-        const std::uint32_t q_first[2] = {two[0], two[1]}, q_second[2] = {two[2], two[3]};
-        mma_m16n8k16_bf16(dk_acc[d], dsf, q_first);
-        mma_m16n8k16_bf16(dk_acc[d + 1], dsf, q_second);
-      }
+    for (int c = 0; c < kRows / 16; ++c) {  // queries 16c..16c+15: (P f)^T times dO's rows, dS^T times Q's
+      std::uint32_t pf[4], dsf[4];
+      as_a(pf, st, c);
+      as_a(dsf, dpt, c);
+      add_times_rows<D>(dv_acc, pf, g_tile, c);
+      add_times_rows<D>(dk_acc, dsf, q_tile, c);
     }
   }
   STEPFORMER_UNROLL
   for (int r = 0; r < 2; ++r) {
     const std::int64_t key = keys[r];
     if (key >= n.Tk) continue;
-    bfloat16* row_dk = dk + (bh * n.Tk + key) * D;
-    bfloat16* row_dv = dv + (bh * n.Tk + key) * D;
-    STEPFORMER_UNROLL
-    for (int d = 0; d < D / 8; ++d) {
-      row_dk[8 * d + 2 * t] = bfloat16(p.scale * dk_acc[d][2 * r]);
-      row_dk[8 * d + 2 * t + 1] = bfloat16(p.scale * dk_acc[d][2 * r + 1]);
-      row_dv[8 * d + 2 * t] = bfloat16(dv_acc[d][2 * r]);
-      row_dv[8 * d + 2 * t + 1] = bfloat16(dv_acc[d][2 * r + 1]);
-    }
+    store_row<D>(dk + (bh * n.Tk + key) * D, dk_acc, r, p.scale);
+    store_row<D>(dv + (bh * n.Tk + key) * D, dv_acc, r, 1.f);
   }
 }
 
