@@ -78,7 +78,7 @@ Tensor GroupedQueryAttention::forward(const Tensor& x, LayerCache* cache) {
   Tensor k = split_heads((*w_k)(x), shape.n_kv_heads);  // [B, Hkv, T, Dh]
   Tensor v = split_heads((*w_v)(x), shape.n_kv_heads);  // [B, Hkv, T, Dh]
   std::int64_t start = 0;                               // the position of x's first token
-  // EXERCISE 12.6: start = the cache's length; RoPE from start; append k, v to it.
+  // EXERCISE 12.6: start = the cache's length; RoPE from start; append k, v to it; attend over all it holds.
   if (cache) start = cache->length();
   if (shape.rope) {
     q = rope(q, start, shape.pairing);
