@@ -1,5 +1,6 @@
 // The CPU GEMM: every micro-kernel this CPU can run against the reference backend's triple loop, on odd sizes,
 // transposed and strided operands, alpha/beta, one and two threads.
+#include <algorithm>
 #include <catch2/catch_template_test_macros.hpp>
 #include <cstring>
 #include <random>
@@ -231,27 +232,41 @@ TEST_CASE("GEMM reading A in place: a B wider than one block of packed panels ag
   }
 }
 
-// bfloat16 A and B, float32 C (chapter 11): gemm's own choice (the vdpbf16ps kernel, avx512_bf16, on a CPU that
-// has AVX512_BF16) and every float32 kernel on widened operands (the fallback, which naming a kernel forces)
-// against a double sum of the same bfloat16 values. Odd K leaves half a pair, whose zero must add nothing; K
-// past one k block (2048 values) adds a second block onto the first; N <= 64 with a row-major A and even K
-// takes the path that reads A in place (its last row panel short: rows past M must not be read), small
-// products too.
-TEST_CASE("bfloat16 GEMM: the dot-product kernel and the widened fallback match a double sum", "[gemm][bf16]") {
-  std::vector<const GemmKernel<float>*> kernels{nullptr};
-  for (const auto& k : gemm_kernels<float>()) kernels.push_back(&k);
+// bfloat16 A and B, float32 C (chapter 11): gemm's own choice, each dot-product kernel this CPU has by name
+// (avx512_bf16 with AVX512_BF16, amx_bf16 with AMX), and every float32 kernel on widened operands (the fallback,
+// which naming a float32 kernel forces) against a double sum of the same bfloat16 values. Odd K leaves half a pair,
+// whose zero must add nothing (AMX pads K to 32 values); K past one k block (2048 values) adds a second block onto
+// the first; a row-major A whose K is whole steps (even; AMX: 32) is read in place where it pays (its last row
+// panel short: rows past M must not be read); small products too; M of 32 and 64 fill AMX's tiles exactly.
+TEST_CASE("bfloat16 GEMM: the dot-product kernels and the widened fallback match a double sum", "[gemm][bf16]") {
+  struct Kernel {
+    const GemmKernel<float>* widened;  // a float32 kernel on widened operands, or null
+    std::string dot;                   // a dot-product kernel by name, or empty (both empty: gemm's own choice)
+  };
+  std::vector<Kernel> kernels{{nullptr, ""}};
+  for (const auto& k : gemm_kernels<float>()) kernels.push_back({&k, ""});
+  for (const auto& name : bf16_dot_kernels()) kernels.push_back({nullptr, name});
   const char* dot = bf16_dot_kernel();
   INFO("the default bfloat16 kernel on this CPU: " << (dot ? dot : "none (no AVX512_BF16): the widened fallback"));
   struct Shape {
     std::int64_t M, N, K;
   };
-  const Shape shapes[] = {{3, 257, 1},    {29, 300, 2},   {65, 33, 65},   {15, 40, 257}, {33, 65, 258},
-                          {15, 40, 2051}, {300, 33, 512}, {29, 64, 4100}, {7, 16, 32},   {1, 700, 300}};
-  for (const auto& [M, N, K] : shapes)
-    for (const auto* kernel : kernels)
+  const Shape shapes[] = {{3, 257, 1},    {29, 300, 2},   {65, 33, 65},   {15, 40, 257},  {33, 65, 258},
+                          {15, 40, 2051}, {300, 33, 512}, {29, 64, 4100}, {7, 16, 32},    {1, 700, 300},
+                          {32, 32, 32},   {64, 96, 64},   {70, 40, 96},   {45, 200, 2112}};
+  // alpha 1 with beta 0 or 1 are AMX's direct stores (C itself is its accumulators' first and last value); each
+  // shape's four layouts take the four pairs in turn.
+  const std::pair<float, float> scalings[] = {{0.5f, 0.f}, {0.5f, -2.f}, {1.f, 0.f}, {1.f, 1.f}};
+  for (const Shape& shape : shapes)
+    for (const auto& kernel : kernels)
       for (const bool trans_a : {false, true})
         for (const bool trans_b : {false, true}) {
-          INFO((kernel ? kernel->name : std::string("default"))
+          const auto [M, N, K] = shape;
+          const auto [alpha, beta] = scalings[(&shape - shapes + 2 * trans_a + trans_b) % 4];
+          INFO("alpha=" << alpha << " beta=" << beta);
+          INFO((kernel.widened       ? kernel.widened->name
+                : kernel.dot.empty() ? std::string("default")
+                                     : kernel.dot)
                << " M=" << M << " N=" << N << " K=" << K << " trans_a=" << trans_a << " trans_b=" << trans_b);
           std::vector<bfloat16> av(M * K), bv(K * N);
           const auto af = random_values<float>(M * K, 11), bf = random_values<float>(K * N, 12);
@@ -260,10 +275,10 @@ TEST_CASE("bfloat16 GEMM: the dot-product kernel and the widened fallback match 
           const MatrixView<const bfloat16> a{av.data(), trans_a ? 1 : K, trans_a ? M : 1};
           const MatrixView<const bfloat16> b{bv.data(), trans_b ? 1 : N, trans_b ? K : 1};
           const auto c0 = random_values<float>(M * (N + 3), 13);
-          const float alpha = 0.5f, beta = (M + N) % 2 ? 0.f : -2.f;
           for (const int threads : {1, 2}) {
             auto got = c0;
-            gemm<float, bfloat16>(M, N, K, alpha, a, b, beta, {got.data(), N + 3, 1}, threads, kernel);
+            gemm<float, bfloat16>(M, N, K, alpha, a, b, beta, {got.data(), N + 3, 1}, threads, kernel.widened,
+                                  kernel.dot.empty() ? nullptr : kernel.dot.c_str());
             double worst = 0;
             for (std::int64_t i = 0; i < M; ++i)
               for (std::int64_t j = 0; j < N; ++j) {
@@ -278,6 +293,31 @@ TEST_CASE("bfloat16 GEMM: the dot-product kernel and the widened fallback match 
             CHECK(worst <= 2.0 * static_cast<double>(K) * 1.2e-7 + 4 * 1.2e-7);
           }
         }
+}
+
+// Each thread configures AMX's tiles before its first tile instruction of a product, and only then: a thread that
+// runs a tile instruction unconfigured dies of SIGILL. A thread starts with the tiles of the thread that created it
+// (Linux copies the register state), so OpenMP's threads may start configured; other code may release them in
+// between (oneDNN does after each of its products), which is what this test does to every thread first.
+TEST_CASE("AMX: a product after other code released every thread's tiles configures them again", "[gemm][bf16]") {
+  const auto kernels = bf16_dot_kernels();
+  if (std::find(kernels.begin(), kernels.end(), "amx_bf16") == kernels.end())
+    SKIP("this CPU has no AMX (or Linux did not grant its tile state, or STEPFORMER_NO_AMX is set)");
+#if defined(__x86_64__)
+  const std::int64_t M = 96, N = 200, K = 2112;  // two threads' work (a block of rows each), K in two blocks
+  const auto af = random_values<float>(M * K, 31), bf = random_values<float>(K * N, 32);
+  const std::vector<bfloat16> av(af.begin(), af.end()), bv(bf.begin(), bf.end());
+  std::vector<float> before(M * N), after(M * N);
+  auto multiply = [&](std::vector<float>& c) {
+    gemm<float, bfloat16>(M, N, K, 1.f, {av.data(), K, 1}, {bv.data(), N, 1}, 0.f, {c.data(), N, 1}, 2, nullptr,
+                          "amx_bf16");
+  };
+  multiply(before);
+#pragma omp parallel num_threads(2)
+  asm volatile("tilerelease");
+  multiply(after);
+  CHECK(std::memcmp(before.data(), after.data(), before.size() * sizeof(float)) == 0);
+#endif
 }
 
 namespace {

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "../attention_math.h"
+#include "aligned.h"
 #include "cpu_backend.h"
 #include "gemm.h"
 #include "random_fill.h"
@@ -43,10 +44,10 @@ constexpr std::int64_t kBand = 64;
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 
 // n elements, not initialised: every tile is written before it is read, and a decode step, which calls the kernel
-// once per token, should not clear a quarter of a megabyte each time.
+// once per token, should not clear a quarter of a megabyte each time. Aligned as the GEMM's operands like best.
 template <class U>
-std::unique_ptr<U[]> tile_of(std::int64_t n) {
-  return std::unique_ptr<U[]>(n > 0 ? new U[static_cast<std::size_t>(n)] : nullptr);
+AlignedArray<U> tile_of(std::int64_t n) {
+  return aligned_array<U>(static_cast<std::size_t>(std::max<std::int64_t>(n, 0)));
 }
 
 // A thread's tiles: [kTile, kTile] scores/weights, their gradients and the dropped weights; a block's outputs.
@@ -62,15 +63,15 @@ struct Scratch {
         acc(tile_of<T>(kTile * Dv)),
         ws(tile_of<S>(rounds ? kTile * kTile : 0)),
         dss(tile_of<S>(rounds ? kTile * kTile : 0)) {}
-  std::unique_ptr<T[]> s, ds, wf, acc;
-  std::unique_ptr<S[]> ws, dss;
-  std::vector<T> gq, gk, gv;
+  AlignedArray<T> s, ds, wf, acc;
+  AlignedArray<S> ws, dss;
+  AlignedBuffer<T> gq, gk, gv;
 };
 
 // The [rows, cols] tile x (row stride kTile) as a product's operand of type S: x itself, or its copy rounded into
 // `rounded`.
 template <class T, class S>
-[[gnu::always_inline]] inline const S* operand(const T* x, std::unique_ptr<S[]>& rounded, std::int64_t rows,
+[[gnu::always_inline]] inline const S* operand(const T* x, AlignedArray<S>& rounded, std::int64_t rows,
                                                std::int64_t cols) {
   if constexpr (std::is_same_v<T, S>) {
     return x;
@@ -208,16 +209,14 @@ template <class T, class S>
   // Where the head's gradients sum: in dq, dk and dv themselves, or in float32 rounded into them at the end.
   T *gq, *gk, *gv;
   if constexpr (Scratch<T, S>::rounds) {
-    w.gq.assign(static_cast<std::size_t>(n.Tq * n.Dh), T(0));
-    w.gk.assign(static_cast<std::size_t>(n.Tk * n.Dh), T(0));
-    w.gv.assign(static_cast<std::size_t>(n.Tk * n.Dv), T(0));
-    gq = w.gq.data(), gk = w.gk.data(), gv = w.gv.data();
+    gq = w.gq.get(static_cast<std::size_t>(n.Tq * n.Dh)), gk = w.gk.get(static_cast<std::size_t>(n.Tk * n.Dh));
+    gv = w.gv.get(static_cast<std::size_t>(n.Tk * n.Dv));
   } else {
     gq = dq + bh * n.Tq * n.Dh, gk = dk + bh * n.Tk * n.Dh, gv = dv + bh * n.Tk * n.Dv;
-    std::fill(gq, gq + n.Tq * n.Dh, T(0));
-    std::fill(gk, gk + n.Tk * n.Dh, T(0));
-    std::fill(gv, gv + n.Tk * n.Dv, T(0));
   }
+  std::fill(gq, gq + n.Tq * n.Dh, T(0));
+  std::fill(gk, gk + n.Tk * n.Dh, T(0));
+  std::fill(gv, gv + n.Tk * n.Dv, T(0));
   for (std::int64_t j0 = 0; j0 < n.Tk; j0 += kTile) {
     const std::int64_t j1 = std::min(n.Tk, j0 + kTile);
     const S* k_j = p.keys(bh) + j0 * n.Dh;
@@ -273,12 +272,12 @@ template <class T, class S>
     }
   }
   if constexpr (Scratch<T, S>::rounds) {
-    const auto round_into = [](S* to, const std::vector<T>& from) {
-      for (std::size_t e = 0; e < from.size(); ++e) to[e] = S(from[e]);
+    const auto round_into = [](S* to, const T* from, std::int64_t count) {
+      for (std::int64_t e = 0; e < count; ++e) to[e] = S(from[e]);
     };
-    round_into(dq + bh * n.Tq * n.Dh, w.gq);
-    round_into(dk + bh * n.Tk * n.Dh, w.gk);
-    round_into(dv + bh * n.Tk * n.Dv, w.gv);
+    round_into(dq + bh * n.Tq * n.Dh, gq, n.Tq * n.Dh);
+    round_into(dk + bh * n.Tk * n.Dh, gk, n.Tk * n.Dh);
+    round_into(dv + bh * n.Tk * n.Dv, gv, n.Tk * n.Dv);
   }
 }
 

@@ -14,19 +14,24 @@
 //
 // Packing is what makes any strides cheap: a transposed operand is read in its own order once, then
 // every micro-kernel streams unit-stride, zero-padded panels. It also arranges bfloat16 operands (TA) for
-// their kernel: on a CPU with AVX512_BF16, pairs of k side by side for vdpbf16ps (gemm_avx512bf16.cpp, twice
-// the multiply-adds per instruction); elsewhere, or when a float32 kernel is named, widened to float32 for the
-// float32 kernel (the fallback: the same arithmetic, half the memory read from A and B). Tiles at the edges of
+// their kernel: pairs of k side by side, on a CPU with AMX for TDPBF16PS on tiles (gemm_amx.cpp) and on one with
+// AVX512_BF16 for vdpbf16ps (gemm_avx512bf16.cpp); elsewhere, or when a float32 kernel is named, widened to float32
+// for the float32 kernel (the fallback: the same arithmetic, half the memory read from A and B). Tiles at the edges of
 // C (fewer than mr rows or nr columns) and C with non-unit column stride go through a small buffer.
 #include "gemm.h"
 
 #include <omp.h>
 
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+
 #include <algorithm>
 #include <cstdlib>
-#include <memory>
-#include <optional>
+#include <stdexcept>
+#include <string_view>
 
+#include "aligned.h"
 #include "cpu_backend.h"
 #include "gemm_isa.h"
 #include "gemm_microkernel.h"
@@ -83,22 +88,12 @@ std::vector<GemmKernel<T>> detect() {
   return out;
 }
 
-// A growable 64-byte aligned scratch buffer, one per thread, kept between calls: the training loop
-// multiplies the same shapes again and again, so after the first step packing allocates nothing.
+// Two growable 64-byte aligned scratch buffers (packed B, packed A), one pair per thread, kept between calls: the
+// training loop multiplies the same shapes again and again, so after the first step packing allocates nothing.
 template <class T>
 T* scratch(std::size_t slot, std::size_t count) {
-  struct Free {
-    void operator()(void* p) const { std::free(p); }
-  };
-  thread_local std::unique_ptr<T, Free> buffers[2];
-  thread_local std::size_t sizes[2] = {0, 0};
-  if (sizes[slot] < count) {
-    const std::size_t bytes = (count * sizeof(T) + 63) / 64 * 64;
-    buffers[slot].reset(static_cast<T*>(std::aligned_alloc(64, bytes)));
-    if (!buffers[slot]) throw std::bad_alloc();
-    sizes[slot] = count;
-  }
-  return buffers[slot].get();
+  thread_local AlignedBuffer<T> buffers[2];
+  return buffers[slot].get(count);
 }
 
 // Small products (attention's per-head [16 x 32] @ [32 x 16]) cost more to pack than to compute: they run
@@ -193,19 +188,24 @@ int team_size(std::int64_t M, std::int64_t N, std::int64_t K, int threads) {
 constexpr std::int64_t kBf16Kc = 2048;
 
 // The five loops of the top of this file, for any packing: P is what a packed element holds (a value of T,
-// or a pair of bfloat16 values), and `per` how many k one element covers (1 or 2).
+// or a pair of bfloat16 values), `per` how many k one element covers (1 or 2), and `step` how many elements the
+// kernel takes at once (packing pads a panel's elements with zeros to a multiple of it: AMX's 16 pairs).
 struct Blocking {
-  int mr, nr, per;
+  int mr, nr, per, step;
   std::int64_t mc, kc, nc;
+  std::int64_t packed(std::int64_t kc_here) const { return ((kc_here + per - 1) / per + step - 1) / step * step; }
 };
 
-template <class T, class P, class PackA, class PackB, class Run>
+// Each thread calls begin() once before its first micro-kernel (AMX configures its tiles there).
+constexpr auto kNothingToBegin = [] {};
+
+template <class T, class P, class PackA, class PackB, class Run, class Begin>
 void blocked_gemm(std::int64_t M, std::int64_t N, std::int64_t K, T alpha, T beta, MatrixView<T> c, int threads,
-                  const Blocking& kn, PackA pack_a, PackB pack_b, Run run) {
+                  const Blocking& kn, PackA pack_a, PackB pack_b, Run run, Begin begin) {
   const int mr = kn.mr, nr = kn.nr;
   threads = team_size(M, N, K, threads);
   const std::int64_t nc_max = std::min(kn.nc, (N + nr - 1) / nr * nr);
-  const std::int64_t kp_max = (std::min(kn.kc, K) + kn.per - 1) / kn.per;  // packed k: values or pairs
+  const std::int64_t kp_max = kn.packed(std::min(kn.kc, K));  // packed k: values or pairs
   P* const packed_b = scratch<P>(0, static_cast<std::size_t>(nc_max * kp_max));
 
   const RowBlocks rows(M, mr, kn.mc, threads);
@@ -213,6 +213,7 @@ void blocked_gemm(std::int64_t M, std::int64_t N, std::int64_t K, T alpha, T bet
 
 #pragma omp parallel num_threads(threads) if (threads > 1)
   {
+    begin();
     const int team = omp_get_num_threads();
     // When there are fewer blocks than threads (a short M, as in decoding), each block's column panels
     // are split into groups so that every thread still has work.
@@ -220,7 +221,7 @@ void blocked_gemm(std::int64_t M, std::int64_t N, std::int64_t K, T alpha, T bet
     for (std::int64_t jc = 0; jc < N; jc += kn.nc) {
       const std::int64_t nc = std::min(kn.nc, N - jc), panels = (nc + nr - 1) / nr;
       for (std::int64_t pc = 0; pc < K; pc += kn.kc) {
-        const std::int64_t kc = std::min(kn.kc, K - pc), kp = (kc + kn.per - 1) / kn.per;
+        const std::int64_t kc = std::min(kn.kc, K - pc), kp = kn.packed(kc);
         const T beta_here = pc == 0 ? beta : T(1);  // later k blocks add to what the first wrote
         const std::int64_t groups = std::min(panels, groups_wanted);
 #pragma omp for schedule(static)
@@ -256,22 +257,39 @@ void blocked_gemm(std::int64_t M, std::int64_t N, std::int64_t K, T alpha, T bet
   }
 }
 
-// The vdpbf16ps kernel where the CPU has it (and STEPFORMER_NO_BF16_DOT is unset: benchmarks time the
-// fallback with it), else null. avx512_bf16() is only called on such a CPU: its file may use AVX-512 anywhere.
-const gemm_detail::MicroKernelBf16* bf16_dot() {
-  static const std::optional<gemm_detail::MicroKernelBf16> kernel =
-      []() -> std::optional<gemm_detail::MicroKernelBf16> {
+}  // namespace
+
+// The bfloat16 dot-product kernels this CPU can run, fastest last: vdpbf16ps where the CPU has AVX512_BF16, then
+// AMX where it also has AMX-TILE and AMX-BF16 and Linux grants the tile state (CPUID leaf 7: EDX bits 24 and
+// 22). STEPFORMER_NO_BF16_DOT leaves out both (benchmarks time the widened fallback with it), STEPFORMER_NO_AMX
+// the second. Each kernel's file may use AVX-512 anywhere: it is only called on such a CPU.
+const std::vector<gemm_detail::MicroKernelBf16>& gemm_detail::bf16_dots() {
+  static const std::vector<gemm_detail::MicroKernelBf16> kernels = [] {
+    std::vector<gemm_detail::MicroKernelBf16> out;
 #if defined(__x86_64__)
     __builtin_cpu_init();
     if (!__builtin_cpu_supports("avx512bf16") || !__builtin_cpu_supports("avx512bw") ||
         !__builtin_cpu_supports("avx512vl") || std::getenv("STEPFORMER_NO_BF16_DOT"))
-      return std::nullopt;
-    return gemm_detail::avx512_bf16();
-#else
-    return std::nullopt;
+      return out;
+    out.push_back(gemm_detail::avx512_bf16());
+    unsigned eax, ebx, ecx, edx;
+    const bool amx = __get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) && (edx >> 24 & 1) && (edx >> 22 & 1);
+    if (amx && !std::getenv("STEPFORMER_NO_AMX") && gemm_detail::amx_granted()) out.push_back(gemm_detail::amx_bf16());
 #endif
+    return out;
   }();
-  return kernel ? &*kernel : nullptr;
+  return kernels;
+}
+
+namespace {
+
+// The kernel named `name` (null: the fastest), or null where there is none; a name this CPU cannot run throws.
+const gemm_detail::MicroKernelBf16* bf16_dot(const char* name = nullptr) {
+  const auto& kernels = gemm_detail::bf16_dots();
+  if (!name) return kernels.empty() ? nullptr : &kernels.back();
+  for (const auto& k : kernels)
+    if (std::string_view(k.name) == name) return &k;
+  throw std::invalid_argument(std::string("cpu gemm: no bfloat16 kernel '") + name + "' on this CPU");
 }
 
 // A row-major A read in place, only B packed, as oneDNN does: threads split A's row panels. It pays where packing
@@ -286,9 +304,9 @@ const gemm_detail::MicroKernelBf16* bf16_dot() {
 // 38 MB) came from memory once per row panel, at 0.87x oneDNN (docs/performance.md). A B that fits is packed whole:
 // 256 KB blocks (for L2) cost products whose B fits in L3 a few percent in barriers and reread rows of A.
 
-template <class T, class P, class PackB, class Row, class Run>
+template <class T, class P, class PackB, class Row, class Run, class Begin>
 void gemm_rows_in_place(std::int64_t M, std::int64_t N, std::int64_t K, T alpha, T beta, MatrixView<T> c, int threads,
-                        int mr, int nr, int per, std::int64_t kc_max, PackB pack_b, Row row, Run run) {
+                        int mr, int nr, int per, std::int64_t kc_max, PackB pack_b, Row row, Run run, Begin begin) {
   threads = team_size(M, N, K, threads);
   const std::int64_t panels = (N + nr - 1) / nr, row_panels = (M + mr - 1) / mr;
   const std::int64_t kp_max = (std::min(kc_max, K) + per - 1) / per;
@@ -297,6 +315,7 @@ void gemm_rows_in_place(std::int64_t M, std::int64_t N, std::int64_t K, T alpha,
   P* const packed_b = scratch<P>(0, static_cast<std::size_t>(block_panels * nr * kp_max));
 #pragma omp parallel num_threads(threads) if (threads > 1)
   for (std::int64_t pc = 0; pc < K; pc += kc_max) {
+    if (pc == 0) begin();
     const std::int64_t kc = std::min(kc_max, K - pc), kp = (kc + per - 1) / per;
     const T beta_here = pc == 0 ? beta : T(1);
     for (std::int64_t p0 = 0; p0 < panels; p0 += block_panels) {
@@ -339,16 +358,32 @@ bool in_place_pays(std::int64_t M, std::int64_t N, std::int64_t K, int threads, 
 
 const char* bf16_dot_kernel() { return bf16_dot() ? bf16_dot()->name : nullptr; }
 
+std::vector<std::string> bf16_dot_kernels() {
+  std::vector<std::string> names;
+  for (const auto& k : gemm_detail::bf16_dots()) names.emplace_back(k.name);
+  return names;
+}
+
 template <class T, class TA>
 void gemm(std::int64_t M, std::int64_t N, std::int64_t K, T alpha, MatrixView<const TA> a, MatrixView<const TA> b,
-          T beta, MatrixView<T> c, int threads, const GemmKernel<T>* kernel) {
+          T beta, MatrixView<T> c, int threads, const GemmKernel<T>* kernel, const char* dot_kernel) {
   if (M <= 0 || N <= 0) return;
   if (K <= 0 || alpha == 0) return scale(M, N, beta, c);
-  if (!kernel && M <= kThinRows) return thin_gemm(M, N, K, alpha, a, b, beta, c, team_size(M, N, K, threads));
+  if (!kernel && !dot_kernel && M <= kThinRows)
+    return thin_gemm(M, N, K, alpha, a, b, beta, c, team_size(M, N, K, threads));
   if constexpr (std::is_same_v<TA, bfloat16>) {
-    if (const gemm_detail::MicroKernelBf16* dot = kernel ? nullptr : bf16_dot()) {
+    if (const gemm_detail::MicroKernelBf16* dot = kernel ? nullptr : bf16_dot(dot_kernel)) {
+      const auto begin = [dot] {
+        if (dot->begin) dot->begin();
+      };
       // Attention's per-head products too: reading A in place leaves too little overhead for the direct loop.
-      if (a.col_stride == 1 && K % 2 == 0 && in_place_pays<bfloat16>(M, N, K, threads, dot->mr, dot->nr))
+      // In place, every k block must be whole steps of the kernel (K a multiple of 2 * kp_multiple values) and
+      // every row start aligned as the kernel needs.
+      const std::uint64_t align = static_cast<std::uint64_t>(dot->row_alignment);
+      const bool rows_aligned = reinterpret_cast<std::uintptr_t>(a.data) % align == 0 &&
+                                static_cast<std::uint64_t>(a.row_stride * 2) % align == 0;
+      if (a.col_stride == 1 && K % (2 * dot->kp_multiple) == 0 && rows_aligned &&
+          in_place_pays<bfloat16>(M, N, K, threads, dot->mr, dot->nr))
         return gemm_rows_in_place<float, std::uint32_t>(
             M, N, K, alpha, beta, c, threads, dot->mr, dot->nr, 2, kBf16Kc,
             [&](std::int64_t k0, std::int64_t kc, std::int64_t j0, std::int64_t n, std::uint32_t* dst) {
@@ -356,9 +391,10 @@ void gemm(std::int64_t M, std::int64_t N, std::int64_t K, T alpha, MatrixView<co
             },
             [&](std::int64_t i, std::int64_t k0) { return &a.data[i * a.row_stride + k0].bits; },
             [&](std::int64_t kp, const std::uint16_t* ai, int m, const std::uint32_t* bp, float* cij, std::int64_t rs,
-                float al, float be) { dot->run_rows(kp, ai, a.row_stride, m, bp, cij, rs, al, be); });
-      if (N <= kSmallN && M * N * K <= kSmallWork) return small_gemm(M, N, K, alpha, a, b, beta, c);
-      const Blocking blocking{dot->mr, dot->nr, 2, 98, kBf16Kc, 2048};
+                float al, float be) { dot->run_rows(kp, ai, a.row_stride, m, bp, cij, rs, al, be); },
+            begin);
+      if (!dot_kernel && N <= kSmallN && M * N * K <= kSmallWork) return small_gemm(M, N, K, alpha, a, b, beta, c);
+      const Blocking blocking{dot->mr, dot->nr, 2, dot->kp_multiple, dot->mc, kBf16Kc, 2048};
       return blocked_gemm<float, std::uint32_t>(
           M, N, K, alpha, beta, c, threads, blocking,
           [&](std::int64_t i0, std::int64_t mc, std::int64_t k0, std::int64_t kc, std::uint32_t* dst) {
@@ -367,7 +403,7 @@ void gemm(std::int64_t M, std::int64_t N, std::int64_t K, T alpha, MatrixView<co
           [&](std::int64_t k0, std::int64_t kc, std::int64_t j0, std::int64_t n, std::uint32_t* dst) {
             dot->pack_b(b, k0, kc, j0, n, dot->nr, dst);
           },
-          dot->run);
+          dot->run, begin);
     }
   }
   const GemmKernel<T>& kn = kernel ? *kernel : gemm_kernels<T>().back();
@@ -387,10 +423,11 @@ void gemm(std::int64_t M, std::int64_t N, std::int64_t K, T alpha, MatrixView<co
           [&](std::int64_t i, std::int64_t k0) { return a.data + i * a.row_stride + k0; },
           [&](std::int64_t k, const T* ai, int m, const T* bp, T* cij, std::int64_t rs, T al, T be) {
             kn.run_rows(k, ai, a.row_stride, m, bp, cij, rs, al, be);
-          });
+          },
+          kNothingToBegin);
   }
   blocked_gemm<T, T>(
-      M, N, K, alpha, beta, c, threads, {kn.mr, kn.nr, 1, kn.mc, kn.kc, kn.nc},
+      M, N, K, alpha, beta, c, threads, {kn.mr, kn.nr, 1, 1, kn.mc, kn.kc, kn.nc},
       [&](std::int64_t i0, std::int64_t mc, std::int64_t k0, std::int64_t kc, T* dst) {
         if constexpr (std::is_same_v<T, TA>)
           if (kn.pack_a) return kn.pack_a(a, i0, mc, k0, kc, kn.mr, dst);
@@ -401,18 +438,19 @@ void gemm(std::int64_t M, std::int64_t N, std::int64_t K, T alpha, MatrixView<co
           if (kn.pack_b) return kn.pack_b(b, k0, kc, j0, n, kn.nr, dst);
         gemm_detail::pack_b_panel(b, k0, kc, j0, n, kn.nr, dst);
       },
-      kn.run);
+      kn.run, kNothingToBegin);
 }
 
 template const std::vector<GemmKernel<float>>& gemm_kernels<float>();
 template const std::vector<GemmKernel<double>>& gemm_kernels<double>();
 template void gemm<float, float>(std::int64_t, std::int64_t, std::int64_t, float, MatrixView<const float>,
-                                 MatrixView<const float>, float, MatrixView<float>, int, const GemmKernel<float>*);
+                                 MatrixView<const float>, float, MatrixView<float>, int, const GemmKernel<float>*,
+                                 const char*);
 template void gemm<double, double>(std::int64_t, std::int64_t, std::int64_t, double, MatrixView<const double>,
-                                   MatrixView<const double>, double, MatrixView<double>, int,
-                                   const GemmKernel<double>*);
+                                   MatrixView<const double>, double, MatrixView<double>, int, const GemmKernel<double>*,
+                                   const char*);
 template void gemm<float, bfloat16>(std::int64_t, std::int64_t, std::int64_t, float, MatrixView<const bfloat16>,
-                                    MatrixView<const bfloat16>, float, MatrixView<float>, int,
-                                    const GemmKernel<float>*);
+                                    MatrixView<const bfloat16>, float, MatrixView<float>, int, const GemmKernel<float>*,
+                                    const char*);
 
 }  // namespace stepformer::cpu

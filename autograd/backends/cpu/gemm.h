@@ -58,17 +58,21 @@ struct RowBlocks {
 // count; 1: the caller's thread only). beta == 0 never reads C. Without an explicit kernel, products of
 // at most 65,536 multiply-adds (and N <= 256) take a direct loop instead of packing, and so does an A of at
 // most 4 rows (gemm_thin.h: a decode step).
-// TA is the operands' type: T itself, or bfloat16 with T float (widened as they are packed; gemm.cpp).
+// TA is the operands' type: T itself, or bfloat16 with T float (gemm.cpp). `dot_kernel` names the bfloat16 kernel
+// (one of bf16_dot_kernels(); null: the fastest) and, like a named `kernel`, skips the direct and thin loops.
 template <class T, class TA = T>
 void gemm(std::int64_t M, std::int64_t N, std::int64_t K, T alpha, MatrixView<const TA> a, MatrixView<const TA> b,
-          T beta, MatrixView<T> c, int threads = 0, const GemmKernel<T>* kernel = nullptr);
+          T beta, MatrixView<T> c, int threads = 0, const GemmKernel<T>* kernel = nullptr,
+          const char* dot_kernel = nullptr);
 
 // A product that reads A in place packs B this many bytes of packed panels at a time (gemm.cpp says why).
 inline constexpr std::int64_t kInPlaceBBytes = 4 << 20;
 
-// The bfloat16 dot-product kernel gemm<float, bfloat16> uses when no kernel is named: "avx512_bf16"
-// (vdpbf16ps, operands packed in pairs of k) on a CPU with AVX512_BF16, else null. Naming a float32 kernel
-// runs it on operands widened as they are packed: the fallback, the same arithmetic up to rounding.
+// The bfloat16 dot-product kernels this CPU can run, fastest last: "avx512_bf16" (vdpbf16ps, AVX512_BF16) and
+// "amx_bf16" (TDPBF16PS on AMX tiles), operands packed in pairs of k. bf16_dot_kernel() is the one
+// gemm<float, bfloat16> uses when none is named (the last), or null: then it runs a float32 kernel on operands
+// widened as they are packed, the fallback, the same arithmetic up to rounding (naming a float32 kernel forces it).
+std::vector<std::string> bf16_dot_kernels();
 const char* bf16_dot_kernel();
 
 }  // namespace stepformer::cpu

@@ -13,6 +13,7 @@
 #include <cstring>
 
 #include "gemm_avx512_transpose.h"
+#include "gemm_bf16_pairs.h"
 #include "gemm_isa.h"
 #include "gemm_pack.h"
 
@@ -89,16 +90,6 @@ void dot_kernel_rows(std::int64_t kp, const std::uint16_t* a, std::int64_t lda, 
 //   is 16 lines transposed 16 x 16 words at a time (gemm_avx512_transpose.h). An odd k's last pair reads only
 //   its even half (its odd half may lie past the operand's end).
 // Anything else takes the portable loop.
-const std::uint16_t* bits(const bfloat16* p) { return &p->bits; }
-
-// Lanes of `mask`: even[l] | odd[l] << 16 (odd null: no high halves); the other lanes zero. (The maskz forms:
-// g++ 12 warns that the unmasked ones' _mm512_undefined_epi32 may be used uninitialised.)
-__m512i interleave(__mmask16 mask, const std::uint16_t* even, const std::uint16_t* odd) {
-  const __m512i lo = _mm512_maskz_cvtepu16_epi32(mask, _mm256_maskz_loadu_epi16(mask, even));
-  if (!odd) return lo;
-  const __m512i hi = _mm512_maskz_cvtepu16_epi32(mask, _mm256_maskz_loadu_epi16(mask, odd));
-  return _mm512_or_si512(lo, _mm512_maskz_slli_epi32(mask, hi, 16));
-}
 
 // dst[q * ld + l] = the pair (2q, 2q + 1) of line l, which starts at line0 + l * stride, for l < lines (the other
 // lanes zero); each row of dst gets the lanes of `store`.

@@ -5,6 +5,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "aligned.h"
 #include "convert.h"
 #include "cpu_backend.h"
 #include "gemm.h"
@@ -42,9 +43,8 @@ void CpuBackend::gemm(const TensorDesc& c, const TensorDesc& a, const TensorDesc
       if constexpr (std::is_same_v<T, TC>) {
         cpu::gemm<T, TA>(M, N, K, static_cast<T>(alpha), av, bv, static_cast<T>(beta), {cp, rs, cs}, threads);
       } else {
-        thread_local std::vector<T> product;  // not scratch(): gemm() packs into this thread's scratch
-        product.resize(static_cast<std::size_t>(M * N));
-        T* const wide = product.data();
+        thread_local AlignedBuffer<T> product;  // not scratch(): gemm() packs into this thread's scratch
+        T* const wide = product.get(static_cast<std::size_t>(M * N));
         // The rows converted on the product's threads: autocast's backward products land here, a pass each.
         const bool parallel = threads != 1 && M * N >= kParallelGrain;
         if (beta != 0)
