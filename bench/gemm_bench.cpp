@@ -5,7 +5,9 @@
 //
 // --bf16: bfloat16 operands with a float32 product: ours against oneDNN's matmul primitive with bfloat16
 // source and weights (its bfloat16 path), and against our own float32 GEMM on the same values ("x fp32"). Ours
-// is the vdpbf16ps kernel on a CPU with AVX512_BF16; STEPFORMER_NO_BF16_DOT=1 times the widening fallback.
+// is the fastest dot-product kernel this CPU has (AMX's tiles where it has them, else vdpbf16ps with AVX512_BF16);
+// where it has both, the vdpbf16ps kernel is timed too ("x vdpbf16ps" = its time / ours).
+// STEPFORMER_NO_BF16_DOT=1 times the widening fallback, STEPFORMER_NO_AMX=1 the vdpbf16ps kernel alone.
 //
 //   build/release/bin/gemm_bench [--json FILE] [--double] [--bf16] [--quick]
 #include <cblas.h>
@@ -168,22 +170,25 @@ int run_bf16(const std::string& json_path, bool quick) {
   if (quick) cases.resize(2);
   const dnnl_version_t* dnnl = dnnl_version();
   const char* dot = cpu::bf16_dot_kernel();
+  const std::vector<std::string> dots = cpu::bf16_dot_kernels();
+  const bool vdpbf16ps_too = dots.size() > 1;  // AMX's kernel is ours; vdpbf16ps's is dots[0]
   fmt::print(
       "GEMM bfloat16 A, B -> float32 C (row-major), ours: {}; oneDNN {}.{}.{} matmul primitive (bf16 src, "
       "weights)\n",
-      dot ? fmt::format("the '{}' kernel (vdpbf16ps on pairs of k)", dot)
+      dot ? fmt::format("the '{}' kernel ({} on pairs of k)", dot,
+                        std::string(dot) == "amx_bf16" ? "TDPBF16PS on AMX tiles" : "vdpbf16ps")
           : fmt::format("float32 kernel '{}' on operands widened while packed (no AVX512_BF16, or "
                         "STEPFORMER_NO_BF16_DOT set)",
                         cpu::gemm_kernels<float>().back().name),
       dnnl->major, dnnl->minor, dnnl->patch);
-  fmt::print("{:>18} {:>20} {:>7} {:>10} {:>10} {:>10} {:>9} {:>9}\n", "shape MxKxN", "", "threads", "ours GF/s",
-             "oneDNN", "ours fp32", "x oneDNN", "x fp32");
+  fmt::print("{:>18} {:>20} {:>7} {:>10} {:>10} {:>10} {:>10} {:>9} {:>9} {:>12}\n", "shape MxKxN", "", "threads",
+             "ours GF/s", "oneDNN", "ours fp32", "vdpbf16ps", "x oneDNN", "x fp32", "x vdpbf16ps");
   std::string json = "[";
   std::mt19937 rng(1);
   std::uniform_real_distribution<float> u(-1, 1);
   for (const auto& c : cases) {
     std::vector<Bf16> a(c.m * c.k), b(c.k * c.n);
-    std::vector<float> af(a.size()), bf(b.size()), ours(c.m * c.n), dnn(c.m * c.n), fp32(c.m * c.n);
+    std::vector<float> af(a.size()), bf(b.size()), ours(c.m * c.n), dnn(c.m * c.n), fp32(c.m * c.n), other(c.m * c.n);
     for (std::size_t i = 0; i < a.size(); ++i) a[i] = Bf16(u(rng)), af[i] = static_cast<float>(a[i]);
     for (std::size_t i = 0; i < b.size(); ++i) b[i] = Bf16(u(rng)), bf[i] = static_cast<float>(b[i]);
     OnednnBf16 onednn(c.m, c.n, c.k, a.data(), b.data(), dnn.data(), c.a_transposed, c.b_transposed);
@@ -191,7 +196,7 @@ int run_bf16(const std::string& json_path, bool quick) {
     const std::int64_t rs_b = c.b_transposed ? 1 : c.n, cs_b = c.b_transposed ? c.k : 1;
     const double flops = 2.0 * static_cast<double>(c.m) * static_cast<double>(c.n) * static_cast<double>(c.k);
     for (const int threads : {1, 2}) {
-      const auto [t_ours, t_fp32, t_dnn] = bench::best_of_rotation(
+      const auto [t_ours, t_fp32, t_dnn, t_other] = bench::best_of_rotation(
           3, quick ? 0.6 : 3.0,
           [&] {
             cpu::gemm<float, Bf16>(c.m, c.n, c.k, 1.f, {a.data(), rs_a, cs_a}, {b.data(), rs_b, cs_b}, 0.f,
@@ -203,22 +208,31 @@ int run_bf16(const std::string& json_path, bool quick) {
           },
           [&] {
             if (onednn.prim) onednn.run(threads);
+          },
+          [&] {
+            if (vdpbf16ps_too)
+              cpu::gemm<float, Bf16>(c.m, c.n, c.k, 1.f, {a.data(), rs_a, cs_a}, {b.data(), rs_b, cs_b}, 0.f,
+                                     {other.data(), c.n, 1}, threads, nullptr, dots[0].c_str());
           });
       double worst = 0;
       for (std::size_t i = 0; i < ours.size(); ++i) {
         worst = std::max(worst, std::abs(double(ours[i] - fp32[i])));
         if (onednn.prim) worst = std::max(worst, std::abs(double(ours[i] - dnn[i])));
+        if (vdpbf16ps_too) worst = std::max(worst, std::abs(double(ours[i] - other[i])));
       }
       const std::string shape = fmt::format("{}x{}x{}", c.m, c.k, c.n);
       const double gf_ours = flops / t_ours / 1e9, gf_fp32 = flops / t_fp32 / 1e9, gf_dnn = flops / t_dnn / 1e9;
-      fmt::print("{:>18} {:>20} {:>7} {:>10.1f} {:>10} {:>10.1f} {:>9} {:>8.2f}x{}\n", shape, c.what, threads, gf_ours,
-                 onednn.prim ? fmt::format("{:.1f}", gf_dnn) : "-", gf_fp32,
+      fmt::print("{:>18} {:>20} {:>7} {:>10.1f} {:>10} {:>10.1f} {:>10} {:>9} {:>8.2f}x {:>12}{}\n", shape, c.what,
+                 threads, gf_ours, onednn.prim ? fmt::format("{:.1f}", gf_dnn) : "-", gf_fp32,
+                 vdpbf16ps_too ? fmt::format("{:.1f}", flops / t_other / 1e9) : "-",
                  onednn.prim ? fmt::format("{:.2f}x", t_dnn / t_ours) : "-", t_fp32 / t_ours,
+                 vdpbf16ps_too ? fmt::format("{:.2f}x", t_other / t_ours) : "-",
                  worst > 1e-2 ? "  RESULTS DIFFER" : "");
       json += fmt::format(
           "{}{{\"dtype\":\"bfloat16\",\"m\":{},\"k\":{},\"n\":{},\"threads\":{},\"ours_gflops\":{:.2f},"
-          "\"fp32_gflops\":{:.2f}{}}}",
+          "\"fp32_gflops\":{:.2f}{}{}}}",
           json.size() > 1 ? "," : "", c.m, c.k, c.n, threads, gf_ours, gf_fp32,
+          vdpbf16ps_too ? fmt::format(",\"vdpbf16ps_gflops\":{:.2f}", flops / t_other / 1e9) : "",
           onednn.prim ? fmt::format(",\"onednn_gflops\":{:.2f},\"onednn_ratio\":{:.3f}", gf_dnn, t_dnn / t_ours) : "");
     }
   }

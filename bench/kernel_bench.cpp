@@ -1,19 +1,21 @@
-// The roofline of this CPU and where our kernels sit on it: the GEMM micro-kernel alone on cache-resident
-// panels (the arithmetic ceiling), a memory copy (the bandwidth ceiling), and softmax / layer_norm forward
-// and backward, sums and element-wise passes (casts, an add, a ReLU), in GB/s (bytes each must read and
-// write, over time); the fused rms_norm and rotate_pairs against their composites, in time; causal flash attention
+// The roofline of this CPU and where our kernels sit on it: the GEMM micro-kernels alone on cache-resident
+// panels (the arithmetic ceilings, float32 and bfloat16), a memory copy (the bandwidth ceiling), and softmax /
+// layer_norm forward and backward, sums and element-wise passes (casts, an add, a ReLU), in GB/s (bytes each must read
+// and write, over time); the fused rms_norm and rotate_pairs against their composites, in time; causal flash attention
 // forward + backward.
 //
 //   build/bench/bin/kernel_bench [--threads N]
 #include <fmt/format.h>
 #include <omp.h>
 
+#include <cstdint>
 #include <cstring>
 #include <tuple>
 #include <vector>
 
 #include "autograd/autograd.h"
 #include "cpu/gemm.h"
+#include "cpu/gemm_isa.h"
 #include "timing.h"
 
 using namespace stepformer;
@@ -33,6 +35,32 @@ int main(int argc, char** argv) {
     });
     fmt::print("micro-kernel {:>8} {:2}x{:2}: {:6.1f} GFLOP/s on one core (panels in cache)\n", k.name, k.mr, k.nr,
                2.0 * K * k.mr * k.nr * calls / t / 1e9);
+  }
+
+  // The bfloat16 kernels' ceilings the same way (pairs of k packed), the calling thread's tiles configured first where
+  // the kernel has tiles. AMX's again on operands 16 bytes past a cache line, as std::vector's memory may lie: its tile
+  // rows then straddle two lines (docs/performance.md, "AMX").
+  for (const auto& k : cpu::gemm_detail::bf16_dots()) {
+    const std::int64_t kp = 128;  // K = 256
+    const std::size_t a_words = static_cast<std::size_t>(kp * k.mr), b_words = static_cast<std::size_t>(kp * k.nr);
+    std::vector<std::uint32_t> memory(a_words + b_words + 64, 0x3F003F00u);  // pairs of 0.5
+    std::vector<float> c(static_cast<std::size_t>(k.mr * k.nr) + 16);
+    auto gflops = [&](std::size_t offset_bytes) {
+      const std::size_t line = (64 - reinterpret_cast<std::uintptr_t>(memory.data()) % 64) % 64 / 4;  // words
+      const std::uint32_t* a = memory.data() + line + offset_bytes / 4;
+      const std::uint32_t* b = a + a_words;
+      float* const cp = c.data() + (16 - reinterpret_cast<std::uintptr_t>(c.data()) % 64 / 4) % 16;
+      if (k.begin) k.begin();
+      const int calls = 2000;
+      const double t = bench::best_seconds([&] {
+        for (int i = 0; i < calls; ++i) k.run(kp, a, b, cp, k.nr, 1.f, i ? 1.f : 0.f);
+      });
+      return 2.0 * static_cast<double>(2 * kp) * k.mr * k.nr * calls / t / 1e9;
+    };
+    fmt::print("micro-kernel {:>8} {:2}x{:2}: {:6.1f} GFLOP/s on one core (panels in cache, 64-byte aligned)", k.name,
+               k.mr, k.nr, gflops(0));
+    if (k.row_alignment > 1) fmt::print("; {:.1f} with A and B 16 bytes off", gflops(16));
+    fmt::print("\n");
   }
 
   // Bandwidth ceiling: copy 64 MB (far larger than the caches) with all threads.

@@ -73,7 +73,8 @@ int main(int argc, char** argv) {
   if (dev.type == DeviceType::cpu) {
     const double peak =
         precision == "bf16" ? cpu::bf16_peak_flops(omp_get_max_threads()) : cpu::peak_flops(omp_get_max_threads());
-    mfu = fmt::format(", MFU {:.1f}% of {:.0f} GFLOP/s", 100 * flops / best / peak, peak / 1e9);
+    mfu = fmt::format(", MFU {:.1f}% of {:.0f} GFLOP/s{}", 100 * flops / best / peak, peak / 1e9,
+                      precision == "bf16" ? fmt::format(" ({})", cpu::bf16_peak_kernel()) : "");
   }
   const std::string where =
       dev.type == DeviceType::cpu ? fmt::format("{} threads", omp_get_max_threads()) : std::string(device_name(dev));

@@ -85,7 +85,6 @@ int main(int argc, char** argv) {
       "{:.1f} ms, peak RSS {:.0f} MB\n",
       which, precision, model.parameter_count(), batch, len, omp_get_max_threads(), best * 1e3, total / steps * 1e3,
       steps, static_cast<double>(batch * len) / best, flops / 1e9, 100 * flops / best / peak, peak / 1e9,
-      precision == "bf16" && !cpu::has_avx512_bf16() ? " (no AVX512_BF16: the float32 peak)" : "", len, decode * 1e3,
-      peak_rss_mb());
+      precision == "bf16" ? fmt::format(" ({})", cpu::bf16_peak_kernel()) : "", len, decode * 1e3, peak_rss_mb());
   return 0;
 }
