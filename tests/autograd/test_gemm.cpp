@@ -295,6 +295,64 @@ TEST_CASE("bfloat16 GEMM: the dot-product kernels and the widened fallback match
         }
 }
 
+// A bfloat16 product (autocast's): with beta 0, every value is gemm<float, bfloat16>'s float32 product with the same
+// kernel rounded once, bit for bit, whether the tile is rounded as the kernel leaves it (K in one block) or a float32
+// buffer is rounded after (K past 2048, thin and small products), and C is not read (it starts as NaN). With beta,
+// within the float32 sums and one rounding of a double sum of the same values.
+TEST_CASE("bfloat16 GEMM with a bfloat16 product: the float32 product rounded once, C unread without beta",
+          "[gemm][bf16]") {
+  std::vector<std::string> dots{""};
+  for (const auto& name : bf16_dot_kernels()) dots.push_back(name);
+  struct Shape {
+    std::int64_t M, N, K;
+  };
+  const Shape shapes[] = {{64, 96, 256},  {70, 40, 96},  {45, 200, 688}, {3, 257, 64},
+                          {15, 40, 2051}, {33, 65, 258}, {128, 96, 1024}};
+  for (const Shape& shape : shapes)
+    for (const auto& dot : dots)
+      for (const bool trans_a : {false, true})
+        for (const bool trans_b : {false, true})
+          for (const auto& [alpha, beta] : {std::pair{1.f, 0.f}, {0.5f, 0.f}, {0.5f, -2.f}})
+            for (const int threads : {1, 2}) {
+              const auto [M, N, K] = shape;
+              INFO((dot.empty() ? std::string("default") : dot)
+                   << " M=" << M << " N=" << N << " K=" << K << " trans_a=" << trans_a << " trans_b=" << trans_b
+                   << " alpha=" << alpha << " beta=" << beta << " threads=" << threads);
+              const auto af = random_values<float>(M * K, 41), bf = random_values<float>(K * N, 42),
+                         cf = random_values<float>(M * N, 43);
+              const std::vector<bfloat16> av(af.begin(), af.end()), bv(bf.begin(), bf.end());
+              const MatrixView<const bfloat16> a{av.data(), trans_a ? 1 : K, trans_a ? M : 1};
+              const MatrixView<const bfloat16> b{bv.data(), trans_b ? 1 : N, trans_b ? K : 1};
+              std::vector<bfloat16> got(M * N, bfloat16::from_bits(0x7FC0));  // NaN: must not be read at beta 0
+              if (beta != 0)
+                for (std::int64_t e = 0; e < M * N; ++e) got[e] = bfloat16(cf[e]);
+              const std::vector<bfloat16> c0 = got;
+              const char* name = dot.empty() ? nullptr : dot.c_str();
+              gemm_rounded(M, N, K, alpha, a, b, beta, {got.data(), N, 1}, threads, name);
+              if (beta == 0) {
+                std::vector<float> wide(M * N);
+                gemm<float, bfloat16>(M, N, K, alpha, a, b, 0.f, {wide.data(), N, 1}, threads, nullptr, name);
+                std::int64_t differ = 0;
+                for (std::int64_t e = 0; e < M * N; ++e) differ += got[e].bits != bfloat16(wide[e]).bits;
+                CHECK(differ == 0);
+                continue;
+              }
+              double worst = 0;
+              for (std::int64_t i = 0; i < M; ++i)
+                for (std::int64_t j = 0; j < N; ++j) {
+                  double sum = 0;
+                  for (std::int64_t k = 0; k < K; ++k)
+                    sum += static_cast<double>(static_cast<float>(a.data[i * a.row_stride + k * a.col_stride])) *
+                           static_cast<double>(static_cast<float>(b.data[k * b.row_stride + j * b.col_stride]));
+                  const double want = alpha * sum + beta * static_cast<double>(static_cast<float>(c0[i * N + j]));
+                  const double tol = std::abs(want) / 256 + 2.0 * static_cast<double>(K) * 1.2e-7 + 1e-6;
+                  worst =
+                      std::max(worst, std::abs(static_cast<double>(static_cast<float>(got[i * N + j])) - want) / tol);
+                }
+              CHECK(worst <= 1.0);
+            }
+}
+
 // Each thread configures AMX's tiles before its first tile instruction of a product, and only then: a thread that
 // runs a tile instruction unconfigured dies of SIGILL. A thread starts with the tiles of the thread that created it
 // (Linux copies the register state), so OpenMP's threads may start configured; other code may release them in

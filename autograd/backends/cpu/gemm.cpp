@@ -32,6 +32,7 @@
 #include <string_view>
 
 #include "aligned.h"
+#include "convert.h"
 #include "cpu_backend.h"
 #include "gemm_isa.h"
 #include "gemm_microkernel.h"
@@ -165,16 +166,21 @@ std::int64_t RowBlocks::max_rows() const { return (panels + count - 1) / count *
 
 namespace {
 
-// An edge tile, computed whole into `tile` (row stride nr): write back the m x n part that exists.
-template <class T>
-void write_edge(const T* tile, int nr, std::int64_t m, std::int64_t n, T alpha, T beta, T* c, std::int64_t rs,
+// An edge tile, computed whole into `tile` (row stride nr): write back the m x n part that exists, in C's type TC
+// (T itself, or bfloat16 rounded once from T).
+template <class T, class TC>
+void write_edge(const T* tile, int nr, std::int64_t m, std::int64_t n, T alpha, T beta, TC* c, std::int64_t rs,
                 std::int64_t cs) {
   for (std::int64_t r = 0; r < m; ++r)
     for (std::int64_t q = 0; q < n; ++q) {
-      T& x = c[r * rs + q * cs];
-      x = alpha * tile[r * nr + q] + (beta == 0 ? T(0) : beta * x);
+      TC& x = c[r * rs + q * cs];
+      x = TC(alpha * tile[r * nr + q] + (beta == 0 ? T(0) : beta * static_cast<T>(x)));
     }
 }
+
+// The largest tile of C a micro-kernel computes (AMX's 32 x 32; the others' fit too), for the buffers of edge tiles
+// and of tiles stored in bfloat16.
+constexpr int kMaxTile = 32 * 32;
 
 // How many threads a product of M x N x K gets (0: OpenMP's default): a thread is worth starting for about a
 // million multiply-adds (~10 us); below that, fewer threads.
@@ -199,8 +205,10 @@ struct Blocking {
 // Each thread calls begin() once before its first micro-kernel (AMX configures its tiles there).
 constexpr auto kNothingToBegin = [] {};
 
-template <class T, class P, class PackA, class PackB, class Run, class Begin>
-void blocked_gemm(std::int64_t M, std::int64_t N, std::int64_t K, T alpha, T beta, MatrixView<T> c, int threads,
+// C's type TC is T, or bfloat16 (K in one k block: the tiles are rounded as they are stored, by run()); run() takes
+// a tile of either type.
+template <class T, class P, class TC, class PackA, class PackB, class Run, class Begin>
+void blocked_gemm(std::int64_t M, std::int64_t N, std::int64_t K, T alpha, T beta, MatrixView<TC> c, int threads,
                   const Blocking& kn, PackA pack_a, PackB pack_b, Run run, Begin begin) {
   const int mr = kn.mr, nr = kn.nr;
   threads = team_size(M, N, K, threads);
@@ -239,13 +247,13 @@ void blocked_gemm(std::int64_t M, std::int64_t N, std::int64_t K, T alpha, T bet
             const std::int64_t j = jc + p * nr, n = std::min<std::int64_t>(nr, N - j);
             for (std::int64_t ip = 0; ip < mc; ip += mr) {
               const std::int64_t m = std::min<std::int64_t>(mr, mc - ip);
-              T* const cij = c.data + (ic + ip) * c.row_stride + j * c.col_stride;
+              TC* const cij = c.data + (ic + ip) * c.row_stride + j * c.col_stride;
               const P* const ap = packed_a + ip * kp;
               const P* const bp = packed_b + p * kp * nr;
               if (m == mr && n == nr && c.col_stride == 1) {
                 run(kp, ap, bp, cij, c.row_stride, alpha, beta_here);
               } else {  // an edge tile: compute the full tile into a buffer, write back what exists
-                alignas(64) T tile[16 * 64];
+                alignas(64) T tile[kMaxTile];
                 run(kp, ap, bp, tile, nr, T(1), T(0));
                 write_edge(tile, nr, m, n, alpha, beta_here, cij, c.row_stride, c.col_stride);
               }
@@ -304,8 +312,8 @@ const gemm_detail::MicroKernelBf16* bf16_dot(const char* name = nullptr) {
 // 38 MB) came from memory once per row panel, at 0.87x oneDNN (docs/performance.md). A B that fits is packed whole:
 // 256 KB blocks (for L2) cost products whose B fits in L3 a few percent in barriers and reread rows of A.
 
-template <class T, class P, class PackB, class Row, class Run, class Begin>
-void gemm_rows_in_place(std::int64_t M, std::int64_t N, std::int64_t K, T alpha, T beta, MatrixView<T> c, int threads,
+template <class T, class P, class TC, class PackB, class Row, class Run, class Begin>
+void gemm_rows_in_place(std::int64_t M, std::int64_t N, std::int64_t K, T alpha, T beta, MatrixView<TC> c, int threads,
                         int mr, int nr, int per, std::int64_t kc_max, PackB pack_b, Row row, Run run, Begin begin) {
   threads = team_size(M, N, K, threads);
   const std::int64_t panels = (N + nr - 1) / nr, row_panels = (M + mr - 1) / mr;
@@ -330,12 +338,12 @@ void gemm_rows_in_place(std::int64_t M, std::int64_t N, std::int64_t K, T alpha,
         const auto ai = row(i, pc);
         for (std::int64_t p = p0; p < p1; ++p) {
           const std::int64_t j = p * nr, n = std::min<std::int64_t>(nr, N - j);
-          T* const cij = c.data + i * c.row_stride + j * c.col_stride;
+          TC* const cij = c.data + i * c.row_stride + j * c.col_stride;
           const P* const bp = packed_b + (p - p0) * kp * nr;
           if (m == mr && n == nr && c.col_stride == 1) {
             run(kp, ai, m, bp, cij, c.row_stride, alpha, beta_here);
           } else {
-            alignas(64) T tile[16 * 64];
+            alignas(64) T tile[kMaxTile];
             run(kp, ai, m, bp, tile, nr, T(1), T(0));
             write_edge(tile, nr, m, n, alpha, beta_here, cij, c.row_stride, c.col_stride);
           }
@@ -352,6 +360,75 @@ template <class TA>
 bool in_place_pays(std::int64_t M, std::int64_t N, std::int64_t K, int threads, int mr, int nr) {
   const std::int64_t max_k = kInPlacePanelBytes / (mr * static_cast<std::int64_t>(sizeof(TA)));
   return N <= 2 * nr || (K <= max_k && (M + mr - 1) / mr >= team_size(M, N, K, threads));
+}
+
+// Whether the bfloat16 product reads a row-major A in place: where it pays, every k block is whole steps of the
+// kernel (K a multiple of 2 * kp_multiple values) and every row starts aligned as the kernel needs.
+bool dot_reads_a_in_place(const gemm_detail::MicroKernelBf16& dot, std::int64_t M, std::int64_t N, std::int64_t K,
+                          const MatrixView<const bfloat16>& a, int threads) {
+  const std::uint64_t align = static_cast<std::uint64_t>(dot.row_alignment);
+  const bool rows_aligned = reinterpret_cast<std::uintptr_t>(a.data) % align == 0 &&
+                            static_cast<std::uint64_t>(a.row_stride * 2) % align == 0;
+  return a.col_stride == 1 && K % (2 * dot.kp_multiple) == 0 && rows_aligned &&
+         in_place_pays<bfloat16>(M, N, K, threads, dot.mr, dot.nr);
+}
+
+// One full tile of C from kernel(c, rs_c, alpha, beta): into C itself where C is float32; where C is bfloat16, into a
+// float32 tile in L1, then scaled and rounded once as it is stored, so the product never reaches memory in float32.
+template <class Kernel>
+void store_tile(int, int, float* c, std::int64_t rs, float alpha, float beta, Kernel kernel) {
+  kernel(c, rs, alpha, beta);
+}
+template <class Kernel>
+void store_tile(int mr, int nr, bfloat16* c, std::int64_t rs, float alpha, float beta, Kernel kernel) {
+  alignas(64) float tile[kMaxTile];
+  kernel(tile, nr, 1.f, 0.f);
+  for (int r = 0; r < mr; ++r) {
+    float* const row = tile + r * nr;
+    bfloat16* const out = c + r * rs;
+    if (beta != 0)
+      for (int q = 0; q < nr; ++q) row[q] = alpha * row[q] + beta * static_cast<float>(out[q]);
+    else if (alpha != 1)
+      for (int q = 0; q < nr; ++q) row[q] *= alpha;
+    round_row_to_bf16(row, out, nr);
+  }
+}
+
+// C = alpha A B + beta C on a bfloat16 dot kernel, C in float32 or, where K is one k block, in bfloat16.
+template <class TC>
+void dot_gemm(const gemm_detail::MicroKernelBf16& dot, std::int64_t M, std::int64_t N, std::int64_t K, float alpha,
+              const MatrixView<const bfloat16>& a, const MatrixView<const bfloat16>& b, float beta, MatrixView<TC> c,
+              int threads) {
+  const auto begin = [&dot] {
+    if (dot.begin) dot.begin();
+  };
+  const auto pack_b = [&](std::int64_t k0, std::int64_t kc, std::int64_t j0, std::int64_t n, std::uint32_t* dst) {
+    dot.pack_b(b, k0, kc, j0, n, dot.nr, dst);
+  };
+  if (dot_reads_a_in_place(dot, M, N, K, a, threads))
+    return gemm_rows_in_place<float, std::uint32_t>(
+        M, N, K, alpha, beta, c, threads, dot.mr, dot.nr, 2, kBf16Kc, pack_b,
+        [&](std::int64_t i, std::int64_t k0) { return &a.data[i * a.row_stride + k0].bits; },
+        [&](std::int64_t kp, const std::uint16_t* ai, int m, const std::uint32_t* bp, auto* cij, std::int64_t rs,
+            float al, float be) {
+          store_tile(dot.mr, dot.nr, cij, rs, al, be, [&](float* t, std::int64_t trs, float ta, float tb) {
+            dot.run_rows(kp, ai, a.row_stride, m, bp, t, trs, ta, tb);
+          });
+        },
+        begin);
+  const Blocking blocking{dot.mr, dot.nr, 2, dot.kp_multiple, dot.mc, kBf16Kc, 2048};
+  blocked_gemm<float, std::uint32_t>(
+      M, N, K, alpha, beta, c, threads, blocking,
+      [&](std::int64_t i0, std::int64_t mc, std::int64_t k0, std::int64_t kc, std::uint32_t* dst) {
+        dot.pack_a(a, i0, mc, k0, kc, dot.mr, dst);
+      },
+      pack_b,
+      [&](std::int64_t kp, const std::uint32_t* ap, const std::uint32_t* bp, auto* cij, std::int64_t rs, float al,
+          float be) {
+        store_tile(dot.mr, dot.nr, cij, rs, al, be,
+                   [&](float* t, std::int64_t trs, float ta, float tb) { dot.run(kp, ap, bp, t, trs, ta, tb); });
+      },
+      begin);
 }
 
 }  // namespace
@@ -373,37 +450,11 @@ void gemm(std::int64_t M, std::int64_t N, std::int64_t K, T alpha, MatrixView<co
     return thin_gemm(M, N, K, alpha, a, b, beta, c, team_size(M, N, K, threads));
   if constexpr (std::is_same_v<TA, bfloat16>) {
     if (const gemm_detail::MicroKernelBf16* dot = kernel ? nullptr : bf16_dot(dot_kernel)) {
-      const auto begin = [dot] {
-        if (dot->begin) dot->begin();
-      };
       // Attention's per-head products too: reading A in place leaves too little overhead for the direct loop.
-      // In place, every k block must be whole steps of the kernel (K a multiple of 2 * kp_multiple values) and
-      // every row start aligned as the kernel needs.
-      const std::uint64_t align = static_cast<std::uint64_t>(dot->row_alignment);
-      const bool rows_aligned = reinterpret_cast<std::uintptr_t>(a.data) % align == 0 &&
-                                static_cast<std::uint64_t>(a.row_stride * 2) % align == 0;
-      if (a.col_stride == 1 && K % (2 * dot->kp_multiple) == 0 && rows_aligned &&
-          in_place_pays<bfloat16>(M, N, K, threads, dot->mr, dot->nr))
-        return gemm_rows_in_place<float, std::uint32_t>(
-            M, N, K, alpha, beta, c, threads, dot->mr, dot->nr, 2, kBf16Kc,
-            [&](std::int64_t k0, std::int64_t kc, std::int64_t j0, std::int64_t n, std::uint32_t* dst) {
-              dot->pack_b(b, k0, kc, j0, n, dot->nr, dst);
-            },
-            [&](std::int64_t i, std::int64_t k0) { return &a.data[i * a.row_stride + k0].bits; },
-            [&](std::int64_t kp, const std::uint16_t* ai, int m, const std::uint32_t* bp, float* cij, std::int64_t rs,
-                float al, float be) { dot->run_rows(kp, ai, a.row_stride, m, bp, cij, rs, al, be); },
-            begin);
-      if (!dot_kernel && N <= kSmallN && M * N * K <= kSmallWork) return small_gemm(M, N, K, alpha, a, b, beta, c);
-      const Blocking blocking{dot->mr, dot->nr, 2, dot->kp_multiple, dot->mc, kBf16Kc, 2048};
-      return blocked_gemm<float, std::uint32_t>(
-          M, N, K, alpha, beta, c, threads, blocking,
-          [&](std::int64_t i0, std::int64_t mc, std::int64_t k0, std::int64_t kc, std::uint32_t* dst) {
-            dot->pack_a(a, i0, mc, k0, kc, dot->mr, dst);
-          },
-          [&](std::int64_t k0, std::int64_t kc, std::int64_t j0, std::int64_t n, std::uint32_t* dst) {
-            dot->pack_b(b, k0, kc, j0, n, dot->nr, dst);
-          },
-          dot->run, begin);
+      const bool small = N <= kSmallN && M * N * K <= kSmallWork;
+      if (!dot_kernel && small && !dot_reads_a_in_place(*dot, M, N, K, a, threads))
+        return small_gemm(M, N, K, alpha, a, b, beta, c);
+      return dot_gemm(*dot, M, N, K, alpha, a, b, beta, c, threads);
     }
   }
   const GemmKernel<T>& kn = kernel ? *kernel : gemm_kernels<T>().back();
@@ -439,6 +490,41 @@ void gemm(std::int64_t M, std::int64_t N, std::int64_t K, T alpha, MatrixView<co
         gemm_detail::pack_b_panel(b, k0, kc, j0, n, kn.nr, dst);
       },
       kn.run, kNothingToBegin);
+}
+
+void gemm_rounded(std::int64_t M, std::int64_t N, std::int64_t K, float alpha, MatrixView<const bfloat16> a,
+                  MatrixView<const bfloat16> b, float beta, MatrixView<bfloat16> c, int threads,
+                  const char* dot_kernel) {
+  if (M <= 0 || N <= 0) return;
+  const gemm_detail::MicroKernelBf16* dot = bf16_dot(dot_kernel);
+  // gemm()'s thin and direct loops, unless a kernel is named, and products of several k blocks go through float32.
+  const bool small = N <= kSmallN && M * N * K <= kSmallWork;
+  const bool other_loop =
+      !dot_kernel && (M <= kThinRows || (small && !dot_reads_a_in_place(*dot, M, N, K, a, threads)));
+  if (dot && K > 0 && K <= kBf16Kc && alpha != 0 && c.col_stride == 1 && !other_loop)
+    return dot_gemm(*dot, M, N, K, alpha, a, b, beta, c, threads);
+  // Otherwise in float32, in a buffer of this thread's (not scratch(): gemm() packs into that), rounded at the end;
+  // the rows converted on the product's threads.
+  thread_local AlignedBuffer<float> product;
+  float* const wide = product.get(static_cast<std::size_t>(M * N));
+  const bool parallel = threads != 1 && M * N >= kParallelGrain;
+  if (beta != 0)
+#pragma omp parallel for schedule(static) if (parallel)
+    for (std::int64_t i = 0; i < M; ++i) {
+      if (c.col_stride == 1)
+        widen_row_from_bf16(c.data + i * c.row_stride, wide + i * N, N);
+      else
+        for (std::int64_t j = 0; j < N; ++j)
+          wide[i * N + j] = static_cast<float>(c.data[i * c.row_stride + j * c.col_stride]);
+    }
+  gemm<float, bfloat16>(M, N, K, alpha, a, b, beta, {wide, N, 1}, threads, nullptr, dot_kernel);
+#pragma omp parallel for schedule(static) if (parallel)
+  for (std::int64_t i = 0; i < M; ++i) {
+    if (c.col_stride == 1)
+      round_row_to_bf16(wide + i * N, c.data + i * c.row_stride, N);
+    else
+      for (std::int64_t j = 0; j < N; ++j) c.data[i * c.row_stride + j * c.col_stride] = bfloat16(wide[i * N + j]);
+  }
 }
 
 template const std::vector<GemmKernel<float>>& gemm_kernels<float>();

@@ -65,6 +65,14 @@ void gemm(std::int64_t M, std::int64_t N, std::int64_t K, T alpha, MatrixView<co
           T beta, MatrixView<T> c, int threads = 0, const GemmKernel<T>* kernel = nullptr,
           const char* dot_kernel = nullptr);
 
+// C[M, N] in bfloat16 = alpha * A @ B + beta * C, summed in float32 and rounded to bfloat16 once (autocast's
+// products). Where a bfloat16 dot kernel takes all of K in one k block (K <= 2048), each tile is rounded as the kernel
+// leaves it, so no float32 C reaches memory; otherwise the product is computed into a float32 buffer, then rounded.
+// With beta == 0 the bits are those of gemm<float, bfloat16>'s product (with the same `dot_kernel`) rounded.
+void gemm_rounded(std::int64_t M, std::int64_t N, std::int64_t K, float alpha, MatrixView<const bfloat16> a,
+                  MatrixView<const bfloat16> b, float beta, MatrixView<bfloat16> c, int threads = 0,
+                  const char* dot_kernel = nullptr);
+
 // A product that reads A in place packs B this many bytes of packed panels at a time (gemm.cpp says why).
 inline constexpr std::int64_t kInPlaceBBytes = 4 << 20;
 

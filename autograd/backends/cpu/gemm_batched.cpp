@@ -14,8 +14,8 @@
 namespace stepformer::cpu {
 
 // Batched and broadcast matmul: one GEMM per batch index. Many small products (attention's [B, H, T, T])
-// run one per thread; a few large ones each use every thread. A bfloat16 product is computed in float32
-// into a scratch tile and rounded once as it is stored.
+// run one per thread; a few large ones each use every thread. A bfloat16 product is summed in float32 and rounded
+// once as it is stored (gemm_rounded).
 void CpuBackend::gemm(const TensorDesc& c, const TensorDesc& a, const TensorDesc& b, double alpha, double beta) {
   const int nd = c.ndim;
   const std::int64_t M = c.shape[nd - 2], N = c.shape[nd - 1], K = a.shape[nd - 1];
@@ -43,26 +43,7 @@ void CpuBackend::gemm(const TensorDesc& c, const TensorDesc& a, const TensorDesc
       if constexpr (std::is_same_v<T, TC>) {
         cpu::gemm<T, TA>(M, N, K, static_cast<T>(alpha), av, bv, static_cast<T>(beta), {cp, rs, cs}, threads);
       } else {
-        thread_local AlignedBuffer<T> product;  // not scratch(): gemm() packs into this thread's scratch
-        T* const wide = product.get(static_cast<std::size_t>(M * N));
-        // The rows converted on the product's threads: autocast's backward products land here, a pass each.
-        const bool parallel = threads != 1 && M * N >= kParallelGrain;
-        if (beta != 0)
-#pragma omp parallel for schedule(static) if (parallel)
-          for (std::int64_t i = 0; i < M; ++i) {
-            if (cs == 1)
-              widen_row_from_bf16(cp + i * rs, wide + i * N, N);
-            else
-              for (std::int64_t j = 0; j < N; ++j) wide[i * N + j] = static_cast<T>(cp[i * rs + j * cs]);
-          }
-        cpu::gemm<T, TA>(M, N, K, static_cast<T>(alpha), av, bv, static_cast<T>(beta), {wide, N, 1}, threads);
-#pragma omp parallel for schedule(static) if (parallel)
-        for (std::int64_t i = 0; i < M; ++i) {
-          if (cs == 1)
-            round_row_to_bf16(wide + i * N, cp + i * rs, N);
-          else
-            for (std::int64_t j = 0; j < N; ++j) cp[i * rs + j * cs] = TC(wide[i * N + j]);
-        }
+        cpu::gemm_rounded(M, N, K, static_cast<T>(alpha), av, bv, static_cast<T>(beta), {cp, rs, cs}, threads);
       }
     };
     const std::int64_t flops = M * N * K;
