@@ -232,6 +232,20 @@ TEST_CASE("GEMM reading A in place: a B wider than one block of packed panels ag
   }
 }
 
+namespace {
+
+// Element (i, j) of A B summed in double from A's and B's bfloat16 values (each exact in float32 and double).
+double double_sum(const MatrixView<const bfloat16>& a, const MatrixView<const bfloat16>& b, std::int64_t i,
+                  std::int64_t j, std::int64_t K) {
+  double sum = 0;
+  for (std::int64_t k = 0; k < K; ++k)
+    sum += static_cast<double>(static_cast<float>(a.data[i * a.row_stride + k * a.col_stride])) *
+           static_cast<double>(static_cast<float>(b.data[k * b.row_stride + j * b.col_stride]));
+  return sum;
+}
+
+}  // namespace
+
 // bfloat16 A and B, float32 C (chapter 11): gemm's own choice, each dot-product kernel this CPU has by name
 // (avx512_bf16 with AVX512_BF16, amx_bf16 with AMX), and every float32 kernel on widened operands (the fallback,
 // which naming a float32 kernel forces) against a double sum of the same bfloat16 values. Odd K leaves half a pair,
@@ -282,11 +296,7 @@ TEST_CASE("bfloat16 GEMM: the dot-product kernels and the widened fallback match
             double worst = 0;
             for (std::int64_t i = 0; i < M; ++i)
               for (std::int64_t j = 0; j < N; ++j) {
-                double sum = 0;
-                for (std::int64_t k = 0; k < K; ++k)
-                  sum += static_cast<double>(static_cast<float>(a.data[i * a.row_stride + k * a.col_stride])) *
-                         static_cast<double>(static_cast<float>(b.data[k * b.row_stride + j * b.col_stride]));
-                const double want = alpha * sum + (beta == 0 ? 0.0 : beta * c0[i * (N + 3) + j]);
+                const double want = alpha * double_sum(a, b, i, j, K) + (beta == 0 ? 0.0 : beta * c0[i * (N + 3) + j]);
                 worst = std::max(worst, std::abs(static_cast<double>(got[i * (N + 3) + j]) - want));
               }
             INFO("threads=" << threads);
@@ -340,11 +350,8 @@ TEST_CASE("bfloat16 GEMM with a bfloat16 product: the float32 product rounded on
               double worst = 0;
               for (std::int64_t i = 0; i < M; ++i)
                 for (std::int64_t j = 0; j < N; ++j) {
-                  double sum = 0;
-                  for (std::int64_t k = 0; k < K; ++k)
-                    sum += static_cast<double>(static_cast<float>(a.data[i * a.row_stride + k * a.col_stride])) *
-                           static_cast<double>(static_cast<float>(b.data[k * b.row_stride + j * b.col_stride]));
-                  const double want = alpha * sum + beta * static_cast<double>(static_cast<float>(c0[i * N + j]));
+                  const double want =
+                      alpha * double_sum(a, b, i, j, K) + beta * static_cast<double>(static_cast<float>(c0[i * N + j]));
                   const double tol = std::abs(want) / 256 + 2.0 * static_cast<double>(K) * 1.2e-7 + 1e-6;
                   worst =
                       std::max(worst, std::abs(static_cast<double>(static_cast<float>(got[i * N + j])) - want) / tol);
