@@ -55,7 +55,7 @@ int run_toy(Options o) {
       progress(s, steps, curves.train.back(), static_cast<double>(batch.target_tokens * s) / elapsed,
                static_cast<double>(s) *
                    training_step_flops(model.cfg, batch.src.size(0), batch.src.size(1), batch.tgt_in.size(1)) / elapsed,
-               elapsed, "");
+               elapsed, "", trainer.precision());
   }
   fmt::print("\n");
   print_samples(model, pairs, sv, tv);

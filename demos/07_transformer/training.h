@@ -60,7 +60,8 @@ Curves train_steps(Trainer& trainer, Transformer& model, std::int64_t steps, con
         curves.valid.push_back(evaluate_loss(model, valid));
         extra = fmt::format("  valid loss {:.3f}", curves.valid.back());
       }
-      progress(s, steps, curves.train.back(), static_cast<double>(tokens) / elapsed, flops / elapsed, elapsed, extra);
+      progress(s, steps, curves.train.back(), static_cast<double>(tokens) / elapsed, flops / elapsed, elapsed, extra,
+               trainer.precision());
     }
   }
   fmt::print("\ntrained {} steps in {}\n", curves.train.size(),

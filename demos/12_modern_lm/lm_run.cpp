@@ -92,7 +92,7 @@ Run train_run(const Options& o, const Corpus& c, LanguageModel& model, std::uint
     const double elapsed = seconds_since(start);
     if (print && (validate_now || s % 25 == 0))
       sf::demo::progress(s, o.steps, run.train.back(), static_cast<double>(s * o.batch * o.seq_len) / elapsed,
-                         flops / elapsed, elapsed, extra);
+                         flops / elapsed, elapsed, extra, precision_from_name(o.precision));
   }
   run.seconds = seconds_since(start);
   run.tokens_per_s = static_cast<double>(o.steps * o.batch * o.seq_len) / run.seconds;

@@ -58,8 +58,21 @@ std::string duration(double seconds) {
   return s >= 60 ? fmt::format("{}m{:02d}s", s / 60, s % 60) : fmt::format("{}s", s);
 }
 
+// The peak is the CPU's: none on another device, nor in a book page (WebAssembly), where the peak measured would be
+// the portable micro-kernel's, not the CPU's.
+double mfu_percent(double flops_per_s, DType precision) {
+#if defined(__EMSCRIPTEN__)
+  (void)flops_per_s, (void)precision;
+  return 0;
+#else
+  if (default_device() != kCPU) return 0;
+  const double peak = precision == DType::bfloat16 ? cpu::bf16_peak_flops(0) : cpu::peak_flops(0);  // measured once
+  return 100 * flops_per_s / peak;
+#endif
+}
+
 void progress(std::int64_t step, std::int64_t total, double loss, double tokens_per_s, double flops_per_s,
-              double elapsed, const std::string& extra) {
+              double elapsed, const std::string& extra, DType precision) {
 #if defined(__EMSCRIPTEN__)  // a book page shows what the demo prints as lines (tools/book/book.js)
   constexpr bool tty = false;
 #else
@@ -67,14 +80,8 @@ void progress(std::int64_t step, std::int64_t total, double loss, double tokens_
 #endif
   const int filled = static_cast<int>(30.0 * static_cast<double>(step) / static_cast<double>(total));
   const double eta = elapsed / static_cast<double>(step) * static_cast<double>(total - step);
-  // The peak is the CPU's; on another device the line shows no MFU rather than a wrong one. Nor in a book page
-  // (WebAssembly), where the peak measured would be the portable micro-kernel's, not the CPU's.
-#if defined(__EMSCRIPTEN__)
-  constexpr double peak = 0;
-#else
-  static const double peak = default_device() == kCPU ? cpu::peak_flops(0) : 0;
-#endif
-  const std::string mfu = peak > 0 ? fmt::format("  MFU {:4.1f}%", 100 * flops_per_s / peak) : "";
+  const double percent = mfu_percent(flops_per_s, precision);
+  const std::string mfu = percent > 0 ? fmt::format("  MFU {:4.1f}%", percent) : "";
   fmt::print("{}[{}{}] step {:5d}/{}  loss {:.3f}  {:6.0f} tok/s{}  ETA {:>6}{}{}", tty ? "\r" : "",
              std::string(filled, '#'), std::string(30 - filled, '.'), step, total, loss, tokens_per_s, mfu,
              duration(eta), extra, tty ? "" : "\n");

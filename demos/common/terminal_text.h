@@ -16,10 +16,12 @@ std::string format_matrix(const Tensor& matrix, const std::vector<std::string>& 
                           const std::vector<std::string>& col_labels);
 
 std::string duration(double seconds);  // "1m05s", "42s"
-// A training run's progress line: one line per report on a pipe (CI logs), a redrawn bar on a terminal. MFU: the
-// model FLOPs done per second over the CPU's measured peak (cpu/peak.h); on another device no MFU is shown rather
-// than a wrong one.
+// Model FLOPs utilisation in percent: flops_per_s over the CPU's measured peak in the precision the products run in
+// (cpu/peak.h: bfloat16 under a bf16 run's autocast); 0 where no peak applies (another device, a book page).
+double mfu_percent(double flops_per_s, DType precision);
+// A training run's progress line: one line per report on a pipe (CI logs), a redrawn bar on a terminal, with
+// mfu_percent() where it applies (on another device no MFU is shown rather than a wrong one).
 void progress(std::int64_t step, std::int64_t total, double loss, double tokens_per_s, double flops_per_s,
-              double elapsed, const std::string& extra);
+              double elapsed, const std::string& extra, DType precision = DType::float32);
 
 }  // namespace stepformer::demo

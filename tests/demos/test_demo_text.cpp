@@ -1,8 +1,10 @@
 // The demos' text output: labels in other scripts stay aligned in a terminal.
+#include <catch2/catch_approx.hpp>
 #include <catch2/catch_test_macros.hpp>
 #include <sstream>
 
 #include "autograd/autograd.h"
+#include "cpu/peak.h"
 #include "demo.h"
 
 using namespace stepformer;
@@ -90,4 +92,12 @@ TEST_CASE("line_chart_svg: the value axis spans the data, every curve has its ow
   // Data that reaches 0 keeps 0 on the axis (a learning rate warming up from 0); data above it is not pushed off.
   const std::vector<Line> warmup = polylines(demo::line_chart_svg({{"lr", {0.0, 0.5, 1.0}}}, "t", "step", "lr"));
   CHECK(warmup[0].ys[0] == 360 - 45);  // the bottom of the plot
+}
+
+// A bf16 run's MFU is over the bfloat16 peak: on a CPU with AMX that is many times the float32 one, which would
+// print an MFU above 100%.
+TEST_CASE("mfu_percent: over the peak of the precision the products run in", "[demos]") {
+  CHECK(demo::mfu_percent(cpu::peak_flops(0), DType::float32) == Catch::Approx(100));
+  CHECK(demo::mfu_percent(cpu::bf16_peak_flops(0), DType::bfloat16) == Catch::Approx(100));
+  CHECK(demo::mfu_percent(cpu::peak_flops(0) / 4, DType::float32) == Catch::Approx(25));
 }

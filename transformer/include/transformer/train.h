@@ -37,6 +37,7 @@ class Trainer {
   double step(const Batch& batch);  // one optimizer step; returns the mean loss per target token
   std::int64_t steps_done() const { return steps_; }
   double learning_rate() const { return optimizer_.lr(); }
+  DType precision() const { return o_.precision; }
 
   // The model, the optimizer state, the step count and the named generators' offsets (the dropout
   // masks and the data order), so that a resumed run continues bit-identically.
