@@ -166,9 +166,10 @@ TEST_CASE("sums longer than one block: every path, and 1 or 2 threads, give the 
     CHECK(columns == sum(rows, {1}).to_vector<double>());
     seen.push_back(columns);
     seen.back().push_back(all);
-    // [3, 5000, 2, 300] over its middle dims (grouped-query attention's repeated heads): a run of 10,000 terms
-    // between kept dims, each of the 3 blocks' 300 columns summed in place; the strided walk is the order.
-    const Tensor middle = test::f64_input({3, 5000, 2, 300}, 13, -10, 10);
+    // [3, 5000, 2, 37] over its middle dims (grouped-query attention's repeated heads): a run of 10,000 terms
+    // between kept dims, each of the 3 blocks' 37 columns summed in place (37: vector lanes and a remainder);
+    // the strided walk is the order.
+    const Tensor middle = test::f64_input({3, 5000, 2, 37}, 13, -10, 10);
     const Tensor middle_t = permute(contiguous(permute(middle, {3, 2, 1, 0})), {3, 2, 1, 0});
     const auto run = sum(middle, {1, 2}, true).to_vector<double>();
     CHECK(run == sum(middle_t, {1, 2}, true).to_vector<double>());
