@@ -272,37 +272,38 @@ TEST_CASE("bfloat16 GEMM: the dot-product kernels and the widened fallback match
   // shape's four layouts take the four pairs in turn.
   const std::pair<float, float> scalings[] = {{0.5f, 0.f}, {0.5f, -2.f}, {1.f, 0.f}, {1.f, 1.f}};
   for (const Shape& shape : shapes)
-    for (const auto& kernel : kernels)
-      for (const bool trans_a : {false, true})
-        for (const bool trans_b : {false, true}) {
-          const auto [M, N, K] = shape;
-          const auto [alpha, beta] = scalings[(&shape - shapes + 2 * trans_a + trans_b) % 4];
-          INFO("alpha=" << alpha << " beta=" << beta);
-          INFO((kernel.widened       ? kernel.widened->name
-                : kernel.dot.empty() ? std::string("default")
-                                     : kernel.dot)
-               << " M=" << M << " N=" << N << " K=" << K << " trans_a=" << trans_a << " trans_b=" << trans_b);
-          std::vector<bfloat16> av(M * K), bv(K * N);
-          const auto af = random_values<float>(M * K, 11), bf = random_values<float>(K * N, 12);
-          for (std::size_t i = 0; i < av.size(); ++i) av[i] = bfloat16(af[i]);
-          for (std::size_t i = 0; i < bv.size(); ++i) bv[i] = bfloat16(bf[i]);
-          const MatrixView<const bfloat16> a{av.data(), trans_a ? 1 : K, trans_a ? M : 1};
-          const MatrixView<const bfloat16> b{bv.data(), trans_b ? 1 : N, trans_b ? K : 1};
-          const auto c0 = random_values<float>(M * (N + 3), 13);
+    for (const bool trans_a : {false, true})
+      for (const bool trans_b : {false, true}) {
+        const auto [M, N, K] = shape;
+        const auto [alpha, beta] = scalings[(&shape - shapes + 2 * trans_a + trans_b) % 4];
+        std::vector<bfloat16> av(M * K), bv(K * N);
+        const auto af = random_values<float>(M * K, 11), bf = random_values<float>(K * N, 12);
+        for (std::size_t i = 0; i < av.size(); ++i) av[i] = bfloat16(af[i]);
+        for (std::size_t i = 0; i < bv.size(); ++i) bv[i] = bfloat16(bf[i]);
+        const MatrixView<const bfloat16> a{av.data(), trans_a ? 1 : K, trans_a ? M : 1};
+        const MatrixView<const bfloat16> b{bv.data(), trans_b ? 1 : N, trans_b ? K : 1};
+        const auto c0 = random_values<float>(M * (N + 3), 13);
+        std::vector<double> want(M * N);  // the same for every kernel and thread count: summed once
+        for (std::int64_t i = 0; i < M; ++i)
+          for (std::int64_t j = 0; j < N; ++j)
+            want[i * N + j] = alpha * double_sum(a, b, i, j, K) + (beta == 0 ? 0.0 : beta * c0[i * (N + 3) + j]);
+        for (const auto& kernel : kernels)
           for (const int threads : {1, 2}) {
+            INFO("alpha=" << alpha << " beta=" << beta << " threads=" << threads);
+            INFO((kernel.widened       ? kernel.widened->name
+                  : kernel.dot.empty() ? std::string("default")
+                                       : kernel.dot)
+                 << " M=" << M << " N=" << N << " K=" << K << " trans_a=" << trans_a << " trans_b=" << trans_b);
             auto got = c0;
             gemm<float, bfloat16>(M, N, K, alpha, a, b, beta, {got.data(), N + 3, 1}, threads, kernel.widened,
                                   kernel.dot.empty() ? nullptr : kernel.dot.c_str());
             double worst = 0;
             for (std::int64_t i = 0; i < M; ++i)
-              for (std::int64_t j = 0; j < N; ++j) {
-                const double want = alpha * double_sum(a, b, i, j, K) + (beta == 0 ? 0.0 : beta * c0[i * (N + 3) + j]);
-                worst = std::max(worst, std::abs(static_cast<double>(got[i * (N + 3) + j]) - want));
-              }
-            INFO("threads=" << threads);
+              for (std::int64_t j = 0; j < N; ++j)
+                worst = std::max(worst, std::abs(static_cast<double>(got[i * (N + 3) + j]) - want[i * N + j]));
             CHECK(worst <= 2.0 * static_cast<double>(K) * 1.2e-7 + 4 * 1.2e-7);
           }
-        }
+      }
 }
 
 // A bfloat16 product (autocast's): with beta 0, every value is gemm<float, bfloat16>'s float32 product with the same
