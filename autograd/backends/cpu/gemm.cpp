@@ -22,10 +22,6 @@
 
 #include <omp.h>
 
-#if defined(__x86_64__)
-#include <cpuid.h>
-#endif
-
 #include <algorithm>
 #include <cstdlib>
 #include <stdexcept>
@@ -45,96 +41,12 @@ namespace stepformer::cpu {
 
 namespace {
 
-// The portable micro-kernel: plain C++ that any compiler vectorises as it can.
-template <class Scalar>
-struct Portable {
-  using T = Scalar;
-  using Reg = Scalar;
-  static constexpr int kLanes = 1;
-  static Reg zero() { return 0; }
-  static Reg load(const T* p) { return *p; }
-  static void store(T* p, Reg r) { *p = r; }
-  static Reg broadcast(T x) { return x; }
-  static Reg fma(Reg a, Reg b, Reg c) { return a * b + c; }
-  static Reg mul(Reg a, Reg b) { return a * b; }
-};
-
-template <class T>
-GemmKernel<T> blocked(const gemm_detail::MicroKernel<T>& k, std::int64_t mc, std::int64_t kc, std::int64_t nc) {
-  return {k.name, k.mr, k.nr, mc, kc, nc, k.run, k.run_rows, k.pack_a, k.pack_b};
-}
-
-template <class T>
-std::vector<GemmKernel<T>> detect() {
-  std::vector<GemmKernel<T>> out;
-  out.push_back(blocked<T>({"portable", 4, 8, &gemm_detail::micro_kernel<Portable<T>, 4, 8>,
-                            &gemm_detail::micro_kernel_rows<Portable<T>, 4, 8>},
-                           128, 256, 4096));
-#if defined(__x86_64__)  // elsewhere (WebAssembly) the portable kernel alone
-  constexpr bool f32 = std::is_same_v<T, float>;
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
-    if constexpr (f32)
-      out.push_back(blocked(gemm_detail::avx2_f32(), 144, 256, 4096));
-    else
-      out.push_back(blocked(gemm_detail::avx2_f64(), 144, 256, 4096));
-  }
-  if (__builtin_cpu_supports("avx512f")) {
-    if constexpr (f32)
-      out.push_back(blocked(gemm_detail::avx512_f32(), 98, 1024, 2048));
-    else
-      out.push_back(blocked(gemm_detail::avx512_f64(), 144, 256, 2048));
-  }
-#endif
-  return out;
-}
-
 // Two growable 64-byte aligned scratch buffers (packed B, packed A), one pair per thread, kept between calls: the
 // training loop multiplies the same shapes again and again, so after the first step packing allocates nothing.
 template <class T>
 T* scratch(std::size_t slot, std::size_t count) {
   thread_local AlignedBuffer<T> buffers[2];
   return buffers[slot].get(count);
-}
-
-// Small products (attention's per-head [16 x 32] @ [32 x 16]) cost more to pack than to compute: they run
-// row by row, i-k-j, accumulating a row of C in a local buffer. Multi-versioned like the other kernels.
-constexpr std::int64_t kSmallWork = 1 << 16, kSmallN = 256;
-
-template <class T, class TA>
-[[gnu::always_inline]] inline void small_gemm_impl(std::int64_t M, std::int64_t N, std::int64_t K, T alpha,
-                                                   const MatrixView<const TA>& a, const MatrixView<const TA>& b, T beta,
-                                                   const MatrixView<T>& c) {
-  T acc[kSmallN];
-  for (std::int64_t i = 0; i < M; ++i) {
-    for (std::int64_t j = 0; j < N; ++j) acc[j] = T(0);
-    for (std::int64_t k = 0; k < K; ++k) {
-      const T x = static_cast<T>(a.data[i * a.row_stride + k * a.col_stride]);
-      const TA* bk = b.data + k * b.row_stride;
-      if (b.col_stride == 1)
-        for (std::int64_t j = 0; j < N; ++j) acc[j] += x * static_cast<T>(bk[j]);
-      else
-        for (std::int64_t j = 0; j < N; ++j) acc[j] += x * static_cast<T>(bk[j * b.col_stride]);
-    }
-    T* ci = c.data + i * c.row_stride;
-    for (std::int64_t j = 0; j < N; ++j)
-      ci[j * c.col_stride] = alpha * acc[j] + (beta == 0 ? T(0) : beta * ci[j * c.col_stride]);
-  }
-}
-
-STEPFORMER_SIMD_CLONES void small_gemm(std::int64_t M, std::int64_t N, std::int64_t K, float alpha,
-                                       const MatrixView<const float>& a, const MatrixView<const float>& b, float beta,
-                                       const MatrixView<float>& c) {
-  small_gemm_impl(M, N, K, alpha, a, b, beta, c);
-}
-void small_gemm(std::int64_t M, std::int64_t N, std::int64_t K, double alpha, const MatrixView<const double>& a,
-                const MatrixView<const double>& b, double beta, const MatrixView<double>& c) {
-  small_gemm_impl(M, N, K, alpha, a, b, beta, c);
-}
-STEPFORMER_SIMD_CLONES void small_gemm(std::int64_t M, std::int64_t N, std::int64_t K, float alpha,
-                                       const MatrixView<const bfloat16>& a, const MatrixView<const bfloat16>& b,
-                                       float beta, const MatrixView<float>& c) {
-  small_gemm_impl(M, N, K, alpha, a, b, beta, c);
 }
 
 template <class T>
@@ -147,12 +59,6 @@ void scale(std::int64_t M, std::int64_t N, T beta, MatrixView<T> c) {
 }
 
 }  // namespace
-
-template <class T>
-const std::vector<GemmKernel<T>>& gemm_kernels() {
-  static const std::vector<GemmKernel<T>> kernels = detect<T>();
-  return kernels;
-}
 
 // Equal blocks rounded up to mr rows would not do: for M = 1024, mr = 14, mc = 98 on two threads they
 // made 11 blocks of 98 rows, 588 rows for one thread and 436 for the other.
@@ -267,38 +173,7 @@ void blocked_gemm(std::int64_t M, std::int64_t N, std::int64_t K, T alpha, T bet
 
 }  // namespace
 
-// The bfloat16 dot-product kernels this CPU can run, fastest last: vdpbf16ps where the CPU has AVX512_BF16, then
-// AMX where it also has AMX-TILE and AMX-BF16 and Linux grants the tile state (CPUID leaf 7: EDX bits 24 and
-// 22). STEPFORMER_NO_BF16_DOT leaves out both (benchmarks time the widened fallback with it), STEPFORMER_NO_AMX
-// the second. Each kernel's file may use AVX-512 anywhere: it is only called on such a CPU.
-const std::vector<gemm_detail::MicroKernelBf16>& gemm_detail::bf16_dots() {
-  static const std::vector<gemm_detail::MicroKernelBf16> kernels = [] {
-    std::vector<gemm_detail::MicroKernelBf16> out;
-#if defined(__x86_64__)
-    __builtin_cpu_init();
-    if (!__builtin_cpu_supports("avx512bf16") || !__builtin_cpu_supports("avx512bw") ||
-        !__builtin_cpu_supports("avx512vl") || std::getenv("STEPFORMER_NO_BF16_DOT"))
-      return out;
-    out.push_back(gemm_detail::avx512_bf16());
-    unsigned eax, ebx, ecx, edx;
-    const bool amx = __get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) && (edx >> 24 & 1) && (edx >> 22 & 1);
-    if (amx && !std::getenv("STEPFORMER_NO_AMX") && gemm_detail::amx_granted()) out.push_back(gemm_detail::amx_bf16());
-#endif
-    return out;
-  }();
-  return kernels;
-}
-
 namespace {
-
-// The kernel named `name` (null: the fastest), or null where there is none; a name this CPU cannot run throws.
-const gemm_detail::MicroKernelBf16* bf16_dot(const char* name = nullptr) {
-  const auto& kernels = gemm_detail::bf16_dots();
-  if (!name) return kernels.empty() ? nullptr : &kernels.back();
-  for (const auto& k : kernels)
-    if (std::string_view(k.name) == name) return &k;
-  throw std::invalid_argument(std::string("cpu gemm: no bfloat16 kernel '") + name + "' on this CPU");
-}
 
 // A row-major A read in place, only B packed, as oneDNN does: threads split A's row panels. It pays where packing
 // A costs about as much as the products each of its values feeds: a thin N (attention's weights @ V: N = 64), and a
@@ -433,14 +308,6 @@ void dot_gemm(const gemm_detail::MicroKernelBf16& dot, std::int64_t M, std::int6
 
 }  // namespace
 
-const char* bf16_dot_kernel() { return bf16_dot() ? bf16_dot()->name : nullptr; }
-
-std::vector<std::string> bf16_dot_kernels() {
-  std::vector<std::string> names;
-  for (const auto& k : gemm_detail::bf16_dots()) names.emplace_back(k.name);
-  return names;
-}
-
 template <class T, class TA>
 void gemm(std::int64_t M, std::int64_t N, std::int64_t K, T alpha, MatrixView<const TA> a, MatrixView<const TA> b,
           T beta, MatrixView<T> c, int threads, const GemmKernel<T>* kernel, const char* dot_kernel) {
@@ -449,7 +316,7 @@ void gemm(std::int64_t M, std::int64_t N, std::int64_t K, T alpha, MatrixView<co
   if (!kernel && !dot_kernel && M <= kThinRows)
     return thin_gemm(M, N, K, alpha, a, b, beta, c, team_size(M, N, K, threads));
   if constexpr (std::is_same_v<TA, bfloat16>) {
-    if (const gemm_detail::MicroKernelBf16* dot = kernel ? nullptr : bf16_dot(dot_kernel)) {
+    if (const gemm_detail::MicroKernelBf16* dot = kernel ? nullptr : gemm_detail::bf16_dot(dot_kernel)) {
       // Attention's per-head products too: reading A in place leaves too little overhead for the direct loop.
       const bool small = N <= kSmallN && M * N * K <= kSmallWork;
       if (!dot_kernel && small && !dot_reads_a_in_place(*dot, M, N, K, a, threads))
@@ -496,7 +363,7 @@ void gemm_rounded(std::int64_t M, std::int64_t N, std::int64_t K, float alpha, M
                   MatrixView<const bfloat16> b, float beta, MatrixView<bfloat16> c, int threads,
                   const char* dot_kernel) {
   if (M <= 0 || N <= 0) return;
-  const gemm_detail::MicroKernelBf16* dot = bf16_dot(dot_kernel);
+  const gemm_detail::MicroKernelBf16* dot = gemm_detail::bf16_dot(dot_kernel);
   // gemm()'s thin and direct loops, unless a kernel is named, and products of several k blocks go through float32.
   const bool small = N <= kSmallN && M * N * K <= kSmallWork;
   const bool other_loop =
@@ -527,8 +394,6 @@ void gemm_rounded(std::int64_t M, std::int64_t N, std::int64_t K, float alpha, M
   }
 }
 
-template const std::vector<GemmKernel<float>>& gemm_kernels<float>();
-template const std::vector<GemmKernel<double>>& gemm_kernels<double>();
 template void gemm<float, float>(std::int64_t, std::int64_t, std::int64_t, float, MatrixView<const float>,
                                  MatrixView<const float>, float, MatrixView<float>, int, const GemmKernel<float>*,
                                  const char*);

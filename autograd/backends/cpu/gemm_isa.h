@@ -59,6 +59,8 @@ bool amx_granted();             // asks Linux for the tile state (once per proce
 // The bfloat16 dot-product kernels this CPU can run, fastest last (gemm.h's bf16_dot_kernels() names them);
 // gemm<float, bfloat16> multiplies with the last when none is named.
 const std::vector<MicroKernelBf16>& bf16_dots();
+// The one named `name` (null: the fastest), or null where there is none; a name this CPU cannot run throws.
+const MicroKernelBf16* bf16_dot(const char* name = nullptr);
 MicroKernel<double> avx512_f64();
 MicroKernel<float> avx2_f32();
 MicroKernel<double> avx2_f64();

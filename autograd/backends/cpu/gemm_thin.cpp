@@ -15,6 +15,27 @@ namespace stepformer::cpu {
 
 namespace {
 
+template <class T, class TA>
+[[gnu::always_inline]] inline void small_gemm_impl(std::int64_t M, std::int64_t N, std::int64_t K, T alpha,
+                                                   const MatrixView<const TA>& a, const MatrixView<const TA>& b, T beta,
+                                                   const MatrixView<T>& c) {
+  T acc[kSmallN];
+  for (std::int64_t i = 0; i < M; ++i) {
+    for (std::int64_t j = 0; j < N; ++j) acc[j] = T(0);
+    for (std::int64_t k = 0; k < K; ++k) {
+      const T x = static_cast<T>(a.data[i * a.row_stride + k * a.col_stride]);
+      const TA* bk = b.data + k * b.row_stride;
+      if (b.col_stride == 1)
+        for (std::int64_t j = 0; j < N; ++j) acc[j] += x * static_cast<T>(bk[j]);
+      else
+        for (std::int64_t j = 0; j < N; ++j) acc[j] += x * static_cast<T>(bk[j * b.col_stride]);
+    }
+    T* ci = c.data + i * c.row_stride;
+    for (std::int64_t j = 0; j < N; ++j)
+      ci[j * c.col_stride] = alpha * acc[j] + (beta == 0 ? T(0) : beta * ci[j * c.col_stride]);
+  }
+}
+
 constexpr std::int64_t kColumns = 256;  // columns per chunk: their sums stay in a local buffer
 
 template <class T, class TA>
@@ -73,6 +94,21 @@ STEPFORMER_SIMD_CLONES void thin_gemm(std::int64_t M, std::int64_t N, std::int64
                                       const MatrixView<const bfloat16>& a, const MatrixView<const bfloat16>& b,
                                       float beta, const MatrixView<float>& c, int threads) {
   thin_impl(M, N, K, alpha, a, b, beta, c, threads);
+}
+
+STEPFORMER_SIMD_CLONES void small_gemm(std::int64_t M, std::int64_t N, std::int64_t K, float alpha,
+                                       const MatrixView<const float>& a, const MatrixView<const float>& b, float beta,
+                                       const MatrixView<float>& c) {
+  small_gemm_impl(M, N, K, alpha, a, b, beta, c);
+}
+void small_gemm(std::int64_t M, std::int64_t N, std::int64_t K, double alpha, const MatrixView<const double>& a,
+                const MatrixView<const double>& b, double beta, const MatrixView<double>& c) {
+  small_gemm_impl(M, N, K, alpha, a, b, beta, c);
+}
+STEPFORMER_SIMD_CLONES void small_gemm(std::int64_t M, std::int64_t N, std::int64_t K, float alpha,
+                                       const MatrixView<const bfloat16>& a, const MatrixView<const bfloat16>& b,
+                                       float beta, const MatrixView<float>& c) {
+  small_gemm_impl(M, N, K, alpha, a, b, beta, c);
 }
 
 }  // namespace stepformer::cpu

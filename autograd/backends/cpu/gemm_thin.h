@@ -1,5 +1,5 @@
 #pragma once
-// Thin products, A of a few rows (gemm_thin.cpp): gemm() sends them here instead of packing B.
+// Products gemm() computes without packing (gemm_thin.cpp): thin ones, A of a few rows, and small ones.
 #include "gemm.h"
 
 namespace stepformer::cpu {
@@ -14,5 +14,15 @@ void thin_gemm(std::int64_t M, std::int64_t N, std::int64_t K, double alpha, con
                const MatrixView<const double>& b, double beta, const MatrixView<double>& c, int threads);
 void thin_gemm(std::int64_t M, std::int64_t N, std::int64_t K, float alpha, const MatrixView<const bfloat16>& a,
                const MatrixView<const bfloat16>& b, float beta, const MatrixView<float>& c, int threads);
+
+// Small products (attention's per-head [16 x 32] @ [32 x 16]) cost more to pack than to compute: they run
+// row by row, i-k-j, accumulating a row of C in a local buffer. Multi-versioned like the other kernels.
+inline constexpr std::int64_t kSmallWork = 1 << 16, kSmallN = 256;  // the most M N K, and the most N
+void small_gemm(std::int64_t M, std::int64_t N, std::int64_t K, float alpha, const MatrixView<const float>& a,
+                const MatrixView<const float>& b, float beta, const MatrixView<float>& c);
+void small_gemm(std::int64_t M, std::int64_t N, std::int64_t K, double alpha, const MatrixView<const double>& a,
+                const MatrixView<const double>& b, double beta, const MatrixView<double>& c);
+void small_gemm(std::int64_t M, std::int64_t N, std::int64_t K, float alpha, const MatrixView<const bfloat16>& a,
+                const MatrixView<const bfloat16>& b, float beta, const MatrixView<float>& c);
 
 }  // namespace stepformer::cpu
