@@ -75,6 +75,17 @@ TEST_CASE("dropout masks are identical for 1 and 2 OpenMP threads", "[ch00][rand
   CHECK(std::abs(static_cast<double>(zeros_count) / static_cast<double>(one.size()) - 0.3) < 0.01);
 }
 
+TEST_CASE("dropout keeps no mask for backward: it draws the same mask again from its counters", "[ch00][random]") {
+  Tensor x = ones({64, 1024});
+  x.set_requires_grad(true);
+  Generator g(3);
+  const std::size_t before = bytes_in_use();
+  const Tensor y = dropout(x, 0.3, true, g);
+  CHECK(bytes_in_use() - before == static_cast<std::size_t>(y.numel()) * sizeof(float));  // the output alone
+  sum(y).backward();
+  CHECK(x.grad().to_vector<float>() == y.to_vector<float>());  // x is ones: both are the mask
+}
+
 TEST_CASE("dropout is the identity in eval mode and for p = 0; p = 1 zeroes", "[ch00][random]") {
   const Tensor x = from_vector(std::vector<double>{1, 2, 3}, {3});
   Generator g(1);

@@ -41,7 +41,7 @@
   X(rms_norm, "norm", "ga = rstd * (gx - xhat * mean(gx * xhat)); gx = g * gamma; xhat = a * rstd")          \
   X(rotate_pairs, "rotary", "ga = rotate_pairs(g, cos, -sin)   (the opposite angle; cos and sin take none)") \
   X(embedding, "embedding", "gweight = scatter_add(ids, g)   (repeated ids accumulate)")                     \
-  X(dropout, "random", "ga = g * mask / (1 - p)")                                                            \
+  X(dropout, "random", "ga = g * mask / (1 - p)   (the mask drawn again from its counters)")                 \
   X(cross_entropy, "loss", "glogits = g * (softmax(logits) - (1-s) onehot - s/C) / n")                       \
   X(flash_attention, "attention",                                                                            \
     "w = exp(s - lse); ds = w (drop dout.v - dout.out); gq = scale ds k; gk = scale ds^T q; gv = (w drop)^T dout")

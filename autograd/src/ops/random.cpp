@@ -4,15 +4,22 @@
 namespace stepformer {
 
 namespace {
+// A new tensor filled from the counters [offset, ...) of `seed`: the same numbers however often it is drawn.
+Tensor fill_from_counters(const Shape& shape, Distribution dist, double a, double b, std::uint64_t seed,
+                          std::uint64_t offset, Options o) {
+  Tensor t = empty(shape, o);
+  t.backend().random_fill(t.desc(), dist, a, b, seed, offset);
+  return t;
+}
+
 Tensor random_tensor(const char* op, const Shape& shape, Distribution dist, double a, double b, Generator& gen,
                      Options o) {
   if (o.dtype != DType::float32 && o.dtype != DType::float64)
     throw DTypeError(fmt::format("{}: random tensors must be float32 or float64, got {}", op, dtype_name(o.dtype)));
   const bool rg = o.requires_grad;
   o.requires_grad = false;
-  Tensor t = empty(shape, o);
-  const std::uint64_t offset = gen.take(static_cast<std::uint64_t>(t.numel()));
-  t.backend().random_fill(t.desc(), dist, a, b, gen.seed(), offset);
+  const std::uint64_t offset = gen.take(static_cast<std::uint64_t>(numel(shape)));  // numel checks the shape
+  Tensor t = fill_from_counters(shape, dist, a, b, gen.seed(), offset, o);
   if (rg) t.set_requires_grad(true);
   return t;
 }
@@ -32,21 +39,26 @@ Tensor normal(const Shape& shape, double mean, double std, Generator& gen, Optio
 }
 
 // Srivastava et al. (2014), in the "inverted" form PyTorch uses: scale at training time so that
-// evaluation is the identity.
+// evaluation is the identity. The mask (0 or 1 / (1 - p)) is not kept for backward, which draws it again
+// from the same counters: the generator is counter-based, so the second draw is the first, bit for bit.
+// FlashAttention replays its dropout the same way. A kept mask is a float tensor as large as the input at
+// every dropout: 151 MB of the base model's bf16 step's peak memory, against one more fill (docs/performance.md).
 Tensor dropout(const Tensor& a, double p, bool training, Generator& gen) {
   detail::check_operands("dropout", {&a});
   detail::check_full_precision("dropout", a);
   if (!(p >= 0 && p <= 1)) throw ValueError(fmt::format("dropout: p must be in [0, 1], got {}", p));
   if (!training || p == 0) return a;
   if (p == 1) return a * 0.0;
-  Tensor mask = random_tensor("dropout", a.shape(), Distribution::dropout, p, 0.0, gen, {a.dtype(), a.device()});
+  const std::uint64_t seed = gen.seed(), offset = gen.take(static_cast<std::uint64_t>(a.numel()));
+  const auto mask = [shape = a.shape(), p, seed, offset, o = Options{a.dtype(), a.device()}] {
+    return fill_from_counters(shape, Distribution::dropout, p, 0.0, seed, offset, o);
+  };
   Tensor out;
   {
     NoGradGuard no_grad;
-    out = mul(a, mask);
+    out = mul(a, mask());
   }
-  record(Op::dropout, out, {a}, {mask},
-         [](const Tensor& g, const Tensor& mask) -> Gradients { return {mul(g, mask)}; });
+  record(Op::dropout, out, {a}, [mask](const Tensor& g) -> Gradients { return {mul(g, mask())}; });
   return out;
 }
 
