@@ -198,6 +198,17 @@ std::vector<Case> cases() {
             return std::vector<Tensor>{out};
           },
           1, true);
+      add(
+          "where", "unit-stride rows, the second operand a row or one value" + size, dt,
+          [=](Device dev, Backend& b) {
+            const Tensor c = gt(input(dev, {3, n}, 34, dt), scalar(0.0, {dt, dev}));
+            const Tensor x = input(dev, {3, n}, 35, dt), y = input(dev, {3, n}, 36, dt);
+            Tensor rows = sentinel(dev, {3, n}, dt), value = sentinel(dev, {3, n}, dt);
+            b.where(rows.desc(), c.desc(), x.desc(), y.desc());
+            b.where(value.desc(), c.desc(), x.desc(), broadcast(scalar(-2.5, {dt, dev}), {3, n}));
+            return std::vector<Tensor>{rows, value};
+          },
+          1, true);
       add("accumulate", "into a transposed view, alpha 0.5" + size, dt, [=](Device dev, Backend& b) {
         Tensor out = input(dev, {3, n}, 41, dt);
         b.accumulate(transpose(out, 0, 1).desc(), input(dev, {n, 3}, 42, dt).desc(), 0.5);
