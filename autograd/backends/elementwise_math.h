@@ -118,8 +118,6 @@ STEPFORMER_MATH_FN binary_result_t<op, T> binary_value(T x, T y) {
     return x < y;
   else if constexpr (op == BinaryOp::gt)
     return x > y;
-  else if constexpr (op == BinaryOp::relu_backward)
-    return y > T(0) ? x : T(0);  // g, x
   else if constexpr (op == BinaryOp::gelu_backward)
     return x * static_cast<T>(gelu_derivative(y));  // g, x
   else if constexpr (op == BinaryOp::silu_backward)

@@ -35,6 +35,22 @@ TEST_CASE("gelu is the exact erf form; relu and tanh", "[ch00][values]") {
   CHECK(max_abs_diff(tanh(f64({0.5}, {1})), {0.46211715726000974}) < 1e-15);
 }
 
+TEST_CASE("relu keeps one byte an element for backward, not its float input", "[ch00][values]") {
+  Generator gen(5);
+  Tensor x = randn({64, 1024}, gen);
+  x.set_requires_grad(true);
+  const auto n = static_cast<std::size_t>(x.numel());
+  const std::size_t before = bytes_in_use();
+  const Tensor y = relu(neg(x));                                           // -x is freed unless relu keeps it
+  CHECK(bytes_in_use() - before == n * sizeof(float) + n * sizeof(bool));  // y, and where -x > 0
+  const Tensor w = randn({64, 1024}, gen);
+  sum(mul(y, w)).backward();  // relu's incoming gradient is w: a row in memory, not sum's broadcast one
+  const auto xs = x.to_vector<float>(), ws = w.to_vector<float>(), grad = x.grad().to_vector<float>();
+  std::size_t wrong = 0;
+  for (std::size_t i = 0; i < n; ++i) wrong += grad[i] != (xs[i] < 0 ? -ws[i] : 0.0f);
+  CHECK(wrong == 0);
+}
+
 TEST_CASE("silu and swiglu: PyTorch's values, finite far below zero", "[ch00][values]") {
   // torch.nn.functional.silu(x) and its gradient, x = [-800, -2, 0, 1.5, 30] (float64; exp(800) overflows)
   Tensor x = f64({-800, -2, 0, 1.5, 30}, {5});

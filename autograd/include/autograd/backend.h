@@ -50,12 +50,12 @@ enum class RopePairing { half, adjacent };
   X(copy) X(neg) X(exp) X(log) X(sqrt) X(rsqrt) X(tanh) X(relu) X(gelu) X(silu) X(pow) X(scale) X(logical_not)
 
 // Elementwise functions of two operands (broadcast by stride 0). The comparisons write booleans;
-// relu_backward(g, x) = g * (x > 0); gelu_backward(g, x) = g * gelu'(x); silu_backward(g, x) = g * silu'(x);
+// gelu_backward(g, x) = g * gelu'(x); silu_backward(g, x) = g * silu'(x);
 // tanh_backward(g, y) = g*(1-y^2); silu_mul(x, y) = silu(x) * y (SwiGLU's product in one pass, silu(x) rounded to
 // the dtype first, as the two ops would).
 // clang-format off
 #define STEPFORMER_BINARY_OPS(X)                                                          \
-  X(add) X(sub) X(mul) X(div) X(eq) X(ne) X(lt) X(gt) X(relu_backward) X(gelu_backward) \
+  X(add) X(sub) X(mul) X(div) X(eq) X(ne) X(lt) X(gt) X(gelu_backward)                  \
   X(silu_backward) X(tanh_backward) X(silu_mul)
 // clang-format on
 

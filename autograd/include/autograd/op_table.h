@@ -18,7 +18,7 @@
   X(sqrt, "elementwise", "ga = g / (2 y)")                                                                   \
   X(rsqrt, "elementwise", "ga = -g y^3 / 2")                                                                 \
   X(tanh, "elementwise", "ga = g (1 - y^2)")                                                                 \
-  X(relu, "elementwise", "ga = g * (a > 0)")                                                                 \
+  X(relu, "elementwise", "ga = g * (a > 0)   (kept: out > 0, one byte an element)")                          \
   X(gelu, "elementwise", "ga = g * (Phi(a) + a phi(a))   (exact, erf form)")                                 \
   X(silu, "elementwise", "ga = g * s (1 + a (1 - s)),  s = sigmoid(a)")                                      \
   X(swiglu, "elementwise", "ggate = g * value * silu'(gate); gvalue = g * silu(gate)")                       \

@@ -137,7 +137,7 @@ Tensor rsqrt(const Tensor& a) {
 
 namespace {
 // An activation whose backward is one kernel, grad_in = backward(g, saved): `saved` is the input for
-// relu and gelu, and the output for tanh (its derivative 1 - y^2 needs only y).
+// gelu and silu, and the output for tanh (its derivative 1 - y^2 needs only y).
 Tensor activation(Op op, const char* name, UnaryOp forward, BinaryOp backward, const Tensor& a, bool saves_output) {
   Tensor out = floating_unary(name, forward, a);
   record(op, out, {a}, {saves_output ? out : a}, [backward](const Tensor& g, const Tensor& saved) -> Gradients {
@@ -150,8 +150,18 @@ Tensor activation(Op op, const char* name, UnaryOp forward, BinaryOp backward, c
 Tensor tanh(const Tensor& a) {
   return activation(Op::tanh, "tanh", UnaryOp::tanh, BinaryOp::tanh_backward, a, /*saves_output=*/true);
 }
+// relu's derivative is 0 or 1, so its backward keeps only where the input was positive: one byte an element,
+// where the input would be four (PyTorch keeps its float output). In the base model's step that is the
+// feed-forward layers' [tokens, d_ff] hidden units: docs/performance.md measures it. out > 0 exactly where
+// a > 0; a NaN compares false either way.
 Tensor relu(const Tensor& a) {
-  return activation(Op::relu, "relu", UnaryOp::relu, BinaryOp::relu_backward, a, /*saves_output=*/false);
+  Tensor out = floating_unary("relu", UnaryOp::relu, a);
+  if (!grad_enabled() || !a.requires_grad()) return out;
+  const Tensor positive = gt(out, detail::scalar_like(out, 0));
+  record(Op::relu, out, {a}, {positive}, [](const Tensor& g, const Tensor& positive) -> Gradients {
+    return {where(positive, g, detail::scalar_like(g, 0))};
+  });
+  return out;
 }
 Tensor gelu(const Tensor& a) {
   return activation(Op::gelu, "gelu", UnaryOp::gelu, BinaryOp::gelu_backward, a, /*saves_output=*/false);
