@@ -156,8 +156,8 @@ Tensor tanh(const Tensor& a) {
 // a > 0; a NaN compares false either way.
 Tensor relu(const Tensor& a) {
   Tensor out = floating_unary("relu", UnaryOp::relu, a);
-  if (!grad_enabled() || !a.requires_grad()) return out;
-  const Tensor positive = gt(out, detail::scalar_like(out, 0));
+  // The mask only for a graph that will keep it (record makes no node otherwise).
+  const Tensor positive = grad_enabled() && a.requires_grad() ? gt(out, detail::scalar_like(out, 0)) : Tensor();
   record(Op::relu, out, {a}, {positive}, [](const Tensor& g, const Tensor& positive) -> Gradients {
     return {where(positive, g, detail::scalar_like(g, 0))};
   });
