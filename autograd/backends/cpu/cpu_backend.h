@@ -10,6 +10,9 @@
 
 namespace stepformer::cpu {
 
+// The size of the cached block that serves a request of `bytes` (memory.cpp).
+std::size_t size_class(std::size_t bytes);
+
 class CpuBackend final : public Backend {
  public:
   Device device() const override { return kCPU; }

@@ -1,6 +1,7 @@
 // Host memory for the CPU device: 64-byte aligned (a cache line; what AVX-512 loads like best).
 #include <fmt/format.h>
 
+#include <bit>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -14,7 +15,7 @@ namespace cpu {
 // A caching allocator, as PyTorch's CUDA one: a freed block goes to a free list of its size class and
 // the next allocation of that class takes it back, so a training loop, which asks for the same shapes at
 // every step, stops calling malloc (and stops the kernel zeroing fresh pages) after its first step.
-// Size classes: 64-byte multiples up to 4 KB, then 8 classes per power of two (at most 12.5% unused).
+// Size classes: 64-byte multiples up to 4 KB, then powers of two (size_class).
 // At most kMaxCached bytes wait in the lists; beyond that, blocks go back to the system. A failed
 // allocation empties the cache and tries once more. Under AddressSanitizer the cache is off, so that
 // every use after free is still caught.
@@ -34,15 +35,17 @@ constexpr bool kCache = true;
 
 constexpr std::size_t kMaxCached = std::size_t{1} << 30;
 
+}  // namespace
+
+// Above 4 KB a class is a whole power of two, though up to half of a block may go unused: the pages of a block
+// become resident only as far as the requests it served have written, so the unused half costs address space,
+// not memory. What costs memory is a freed block that no later request fits: a training step's backward asks for
+// sizes its forward did not, and with 8 classes per power of two 343 MiB of the base step's peak were such blocks
+// (docs/performance.md, "Peak memory of the base step").
 std::size_t size_class(std::size_t bytes) {
   if (bytes <= 4096) return (bytes + 63) / 64 * 64;
-  std::size_t top = 4096;
-  while (top < bytes) top *= 2;       // bytes is in (top/2, top]
-  const std::size_t step = top / 16;  // 8 classes between top/2 and top
-  return (bytes + step - 1) / step * step;
+  return std::bit_ceil(bytes);
 }
-
-}  // namespace
 
 void* CpuBackend::allocate(std::size_t bytes) {
   if (bytes == 0) return nullptr;
