@@ -330,6 +330,19 @@ bool is_cast_of(const Tensor& copy, const Tensor& source) {
   return node->edges[0].to == (s.grad_fn ? s.grad_fn : s.grad_accumulator);
 }
 
+bool views_parameter(const Tensor& t) {
+  const TensorImpl& impl = *t.impl();
+  if (!impl.requires_grad) return false;
+  if (!impl.grad_fn) return true;  // a leaf
+  const Node* node = impl.grad_fn.get();
+  // A view's node has one input; a few steps reach the parameter's accumulator, or the chain is not views alone.
+  for (int depth = 0; node && !node->is_accumulator() && depth < 4; ++depth)
+    node = node->edges.size() == 1 ? node->edges[0].to.get() : nullptr;
+  if (!node || !node->is_accumulator()) return false;
+  const auto leaf = node->leaf.lock();
+  return leaf && leaf->storage == impl.storage;
+}
+
 void check_backward_read(const Tensor& t) {
   const BackwardReads* reads = g_backward_reads;
   if (!reads) return;

@@ -255,6 +255,36 @@ TEST_CASE("autocast: matmul reads bfloat16, gradients reach the float32 leaves a
   REQUIRE_THROWS_WITH_ALL(AutocastGuard(DType::float64), DTypeError, "AutocastGuard", "float64");
 }
 
+// A Linear under autocast: x @ w^T with w a parameter, read through a transposed view.
+TEST_CASE("autocast: backward casts a parameter again instead of keeping its bfloat16 copy, to the same gradients",
+          "[bfloat16][values]") {
+  const Tensor x = uniform_f32({64, 256}, 11, true), w = uniform_f32({128, 256}, 12, true);
+  const Tensor g = uniform_f32({64, 128}, 13);
+  const Device dev = x.device();
+  const auto bytes_of = [dev](const Shape& shape, DType dtype) {  // what one such tensor costs on this device
+    const std::size_t before = bytes_in_use(dev);
+    const Tensor t = empty(shape, {dtype, dev});
+    return bytes_in_use(dev) - before;
+  };
+  const std::size_t before = bytes_in_use(dev);
+  Tensor y;
+  {
+    AutocastGuard autocast(DType::bfloat16);
+    y = matmul(x, transpose(w, 0, 1));
+  }
+  // y, and the copy of x that w's gradient reads; w's copy is gone with the forward
+  CHECK(bytes_in_use(dev) - before == bytes_of({64, 128}, DType::float32) + bytes_of({64, 256}, DType::bfloat16));
+  sum(y * g).backward();
+  // The same weight's values as a product of another op: not a parameter's memory, so its copy is kept.
+  const Tensor x2 = uniform_f32({64, 256}, 11, true), w2 = uniform_f32({128, 256}, 12, true);
+  {
+    AutocastGuard autocast(DType::bfloat16);
+    sum(matmul(x2, transpose(w2 * 1.0, 0, 1)) * g).backward();
+  }
+  CHECK(x.grad().to_vector<float>() == x2.grad().to_vector<float>());
+  CHECK(w.grad().to_vector<float>() == w2.grad().to_vector<float>());
+}
+
 // As torch.autocast's cache: with grad mode off, a scope converts the same memory once, until it is written to.
 TEST_CASE("autocast keeps a conversion made without grad for the same memory at the same version, until the scope ends",
           "[bfloat16][values]") {

@@ -46,6 +46,9 @@ void autocast_keep(const Tensor& source, const Tensor& converted);
 // source's dtype as it is (Tensor::to of a tensor already in that dtype is the tensor), so an op reading
 // `copy` may return source's dtype for it (matmul under autocast).
 bool is_cast_of(const Tensor& copy, const Tensor& source);
+// Whether t is a parameter (a leaf that requires grad) or a view of one (Linear's transposed weight): memory
+// that outlives the graph, so that a node may keep it where it would otherwise keep a copy of it.
+bool views_parameter(const Tensor& t);
 // The shape as a TensorDesc-compatible check (kMaxDims).
 void check_ndim(const char* op, const Shape& shape);
 

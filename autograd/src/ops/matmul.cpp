@@ -11,7 +11,8 @@ namespace {
 // a [..., M, K] @ b [..., K, N] -> [batch..., M, N], both at least 2-D; the product is `out_dtype` (a's
 // dtype, or float32 for bfloat16 operands under autocast), and so are the backward's products, the gradients
 // of a and b, unless `grad_dtype` says otherwise (float32 for autocast's bfloat16 copies: see matmul).
-Tensor matmul_nd(const Tensor& a, const Tensor& b, DType out_dtype, DType grad_dtype) {
+// `b_source`, when defined, is what backward keeps in place of b: the memory b was cast from, cast again there.
+Tensor matmul_nd(const Tensor& a, const Tensor& b, DType out_dtype, DType grad_dtype, const Tensor& b_source = {}) {
   const std::int64_t M = a.size(-2), K = a.size(-1), N = b.size(-1);
   if (b.size(-2) != K)
     throw ShapeError(fmt::format("matmul: inner dimensions differ: {} @ {} ({} vs {})", to_string(a.shape()),
@@ -32,9 +33,10 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b, DType out_dtype, DType grad_d
   // A transposed matrix b (Linear's W^T: strides 1 and K) gets its gradient in its own layout, as PyTorch's
   // mm_mat2_backward does: then W's gradient lies as W does, and its leaf takes it without a copy (engine.cpp).
   const bool b_transposed = b.dim() == 2 && K > 1 && N > 1 && b.strides()[0] == 1 && b.strides()[1] == K;
-  record(Op::matmul, out, {a, b}, {b_needs ? a : Tensor(), a_needs ? b : Tensor()},
+  record(Op::matmul, out, {a, b}, {b_needs ? a : Tensor(), a_needs ? (b_source.defined() ? b_source : b) : Tensor()},
          [a_shape = a.shape(), b_shape = b.shape(), dtype = a.dtype(), grad_dtype, b_transposed](
-             const Tensor& grad, const Tensor& sa, const Tensor& sb) -> Gradients {
+             const Tensor& grad, const Tensor& sa, const Tensor& kept_b) -> Gradients {
+           const Tensor sb = kept_b.defined() ? kept_b.to(dtype) : kept_b;  // a kept source is cast again
            // The backward's products read the operands' dtype: a float32 gradient of a bfloat16 product
            // is rounded to bfloat16 first, as PyTorch's bfloat16 matmul receives a bfloat16 gradient.
            const Tensor g = detail::stored_as(grad, dtype);
@@ -84,6 +86,14 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
                           (!a.requires_grad() || detail::is_cast_of(a, a_in)) &&
                           (!b.requires_grad() || detail::is_cast_of(b, b_in));
   const DType grad_dtype = past_casts ? out_dtype : a.dtype();
+  // A parameter's bfloat16 copy is not kept for backward: the parameter lives through the step anyway, so
+  // backward casts it again. One more pass over the weights, where keeping each copy from its forward to its
+  // backward cost 2 bytes a parameter (the base step's peak RSS 1,399 -> 1,345 MB, docs/performance.md).
+  // Deviation: PyTorch's autocast keeps the copy.
+  const Tensor b_source =
+      b.dim() >= 2 && b.dtype() != b_in.dtype() && detail::is_cast_of(b, b_in) && detail::views_parameter(b_in)
+          ? b_in
+          : Tensor();
   if (a.dim() == 0 || b.dim() == 0)
     throw ShapeError(fmt::format("matmul: both operands need at least 1 dim, got {} @ {}", to_string(a.shape()),
                                  to_string(b.shape())));
@@ -96,9 +106,9 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
     // one GEMM too instead of a batched product summed over the batch (as torch.matmul folds).
     Shape shape = a2.shape();
     shape.back() = b2.size(1);
-    out = reshape(matmul_nd(reshape(a2, {-1, a2.size(-1)}), b2, out_dtype, grad_dtype), shape);
+    out = reshape(matmul_nd(reshape(a2, {-1, a2.size(-1)}), b2, out_dtype, grad_dtype, b_source), shape);
   } else {
-    out = matmul_nd(a2, b2, out_dtype, grad_dtype);
+    out = matmul_nd(a2, b2, out_dtype, grad_dtype, b_source);
   }
   if (b.dim() == 1) out = squeeze(out, -1);
   if (a.dim() == 1) out = squeeze(out, b.dim() == 1 ? -1 : -2);
