@@ -17,6 +17,8 @@ import time
 import torch
 import torch.nn.functional as F
 
+from blas_check import warn_unless_openmp_openblas
+
 
 class RMSNorm(torch.nn.Module):
     def __init__(self, d, eps=1e-5):
@@ -92,6 +94,8 @@ def main():
     device = torch.device(args.device)
     if args.threads:
         torch.set_num_threads(args.threads)
+    if device.type == "cpu":
+        warn_unless_openmp_openblas()
     torch.manual_seed(1)
     B, T, V = 16, 128, 2000
     model = LanguageModel(V).to(device)

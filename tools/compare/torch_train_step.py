@@ -21,6 +21,8 @@ import time
 import torch
 from torch import nn
 
+from blas_check import warn_unless_openmp_openblas
+
 
 class Model(nn.Module):
     """The paper's encoder-decoder (post-norm), embeddings times sqrt(d_model) plus sinusoidal positions."""
@@ -60,6 +62,7 @@ def main():
     a = p.parse_args()
     if a.threads:
         torch.set_num_threads(a.threads)
+    warn_unless_openmp_openblas()
     base = a.config == "base"
     d, layers, heads, d_ff = (512, 6, 8, 2048) if base else (128, 2, 4, 512)
     batch, length = (32, 32) if base else (64, 16)
