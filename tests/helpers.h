@@ -91,6 +91,14 @@ inline bool close(const Tensor& actual, const Tensor& expected, double atol = 1e
   return d.empty();
 }
 
+// What one tensor of this shape and dtype costs on `device`, as bytes_in_use counts it (a device may round up):
+// the unit of the tests that hold an op's graph to what it keeps for backward.
+inline std::size_t bytes_of(const Shape& shape, DType dtype, Device device) {
+  const std::size_t before = bytes_in_use(device);
+  const Tensor t = empty(shape, {dtype, device});
+  return bytes_in_use(device) - before;
+}
+
 // The audit for parameters a model forgets to register (seed 000 built a LayerNorm inside forward; docs/seeds.md):
 // every tensor made to require grad while `build_and_run` builds a model and runs it must be one of the returned
 // model's parameters. Returns the shapes of those that are not (empty: nothing forgotten).

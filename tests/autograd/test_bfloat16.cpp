@@ -261,11 +261,6 @@ TEST_CASE("autocast: backward casts a parameter again instead of keeping its bfl
   const Tensor x = uniform_f32({64, 256}, 11, true), w = uniform_f32({128, 256}, 12, true);
   const Tensor g = uniform_f32({64, 128}, 13);
   const Device dev = x.device();
-  const auto bytes_of = [dev](const Shape& shape, DType dtype) {  // what one such tensor costs on this device
-    const std::size_t before = bytes_in_use(dev);
-    const Tensor t = empty(shape, {dtype, dev});
-    return bytes_in_use(dev) - before;
-  };
   const std::size_t before = bytes_in_use(dev);
   Tensor y;
   {
@@ -273,7 +268,8 @@ TEST_CASE("autocast: backward casts a parameter again instead of keeping its bfl
     y = matmul(x, transpose(w, 0, 1));
   }
   // y, and the copy of x that w's gradient reads; w's copy is gone with the forward
-  CHECK(bytes_in_use(dev) - before == bytes_of({64, 128}, DType::float32) + bytes_of({64, 256}, DType::bfloat16));
+  CHECK(bytes_in_use(dev) - before ==
+        test::bytes_of({64, 128}, DType::float32, dev) + test::bytes_of({64, 256}, DType::bfloat16, dev));
   sum(y * g).backward();
   // The same weight's values as a product of another op: not a parameter's memory, so its copy is kept.
   const Tensor x2 = uniform_f32({64, 256}, 11, true), w2 = uniform_f32({128, 256}, 12, true);

@@ -40,15 +40,12 @@ TEST_CASE("relu keeps one byte an element for backward, not its float input", "[
   Tensor x = randn({64, 1024}, gen);
   x.set_requires_grad(true);
   const Device dev = x.device();
-  const auto bytes_of = [dev](DType dtype) {  // what one such tensor costs on this device
-    const std::size_t before = bytes_in_use(dev);
-    const Tensor t = empty({64, 1024}, {dtype, dev});
-    return bytes_in_use(dev) - before;
-  };
   const auto n = static_cast<std::size_t>(x.numel());
   const std::size_t before = bytes_in_use(dev);
   const Tensor y = relu(neg(x));  // -x is freed unless relu keeps it
-  CHECK(bytes_in_use(dev) - before == bytes_of(DType::float32) + bytes_of(DType::boolean));  // y, and where -x > 0
+  // y, and where -x > 0
+  CHECK(bytes_in_use(dev) - before ==
+        test::bytes_of({64, 1024}, DType::float32, dev) + test::bytes_of({64, 1024}, DType::boolean, dev));
   const Tensor w = randn({64, 1024}, gen);
   sum(mul(y, w)).backward();  // relu's incoming gradient is w: a row in memory, not sum's broadcast one
   const auto xs = x.to_vector<float>(), ws = w.to_vector<float>(), grad = x.grad().to_vector<float>();
