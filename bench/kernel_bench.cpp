@@ -144,7 +144,8 @@ int main(int argc, char** argv) {
   }
   // Element-wise passes a training step makes, on the base model's [16384, 512] activation (beyond the caches) and on
   // chapter 12's [2048, 688] (SwiGLU's hidden layer, within them): autocast's casts to bfloat16 and back, an add (a
-  // residual), a product (SwiGLU's gate), a ReLU, a SiLU. Bytes: what each reads and writes.
+  // residual), a product (SwiGLU's gate), a ReLU, a SiLU, dropout (its mask drawn, then multiplied). Bytes: what
+  // each must read and write (dropout: its input and output; the mask is its own traffic).
   for (const auto& [rows, cols] : {std::pair<std::int64_t, std::int64_t>{16384, 512}, {2048, 688}}) {
     const double elems = static_cast<double>(rows * cols);
     const Tensor x = randn({rows, cols}, gen), y = randn({rows, cols}, gen);
@@ -160,6 +161,7 @@ int main(int argc, char** argv) {
     rate("multiply", 12, [&] { x* y; });
     rate("relu", 8, [&] { relu(x); });
     rate("silu", 8, [&] { silu(x); });
+    rate("dropout p 0.1", 8, [&] { dropout(x, 0.1, true, gen); });
   }
   // Sums read each element once: a whole tensor to one number (a loss, a gradient's squared norm), the rows
   // of a vocabulary's logits, the columns of a [tokens, d_ff] gradient (a bias gradient).

@@ -75,6 +75,28 @@ TEST_CASE("dropout masks are identical for 1 and 2 OpenMP threads", "[ch00][rand
   CHECK(std::abs(static_cast<double>(zeros_count) / static_cast<double>(one.size()) - 0.3) < 0.01);
 }
 
+// Each element is 0 where uniform01(random_bits(seed, offset, i)) < p, else 1 / (1 - p): the CPU's AVX-512 mask
+// decides it on the integers and computes 16 elements' Philox blocks at once, so check the boundary, a block counter
+// that crosses 2^32 within the fill, and the elements after the last whole 16.
+TEST_CASE("a dropout mask is uniform01(random_bits(seed, offset, i)) < p, element by element",
+          "[ch00][random][values]") {
+  const std::uint64_t seed = 0x123456789ull, offset = 4 * ((std::uint64_t{1} << 32) - 37);  // blocks cross 2^32
+  const std::int64_t n = 300, boundary = 77;
+  const double at = uniform01(random_bits(seed, offset, boundary));
+  for (const double p : {0.3, at, std::nextafter(at, 1.0)}) {
+    CAPTURE(p);
+    Generator g(seed);
+    g.set_offset(offset);
+    const auto mask = dropout(ones({n}), p, true, g).to_vector<float>();
+    const auto keep = static_cast<float>(1.0 / (1.0 - p));
+    for (std::int64_t i = 0; i < n; ++i) {
+      CAPTURE(i);
+      CHECK(mask[static_cast<std::size_t>(i)] == (uniform01(random_bits(seed, offset, i)) < p ? 0.f : keep));
+    }
+    CHECK(mask[boundary] == (p == at ? keep : p > at ? 0.f : mask[boundary]));  // equal is kept, just above dropped
+  }
+}
+
 TEST_CASE("dropout keeps no mask for backward: it draws the same mask again from its counters", "[ch00][random]") {
   Tensor x = ones({64, 1024});
   x.set_requires_grad(true);

@@ -23,4 +23,12 @@ template <class T, class Make>
   if (i < i1) o[i - i0] = make(random_bits(seed, offset, static_cast<std::uint64_t>(i)));
 }
 
+#if defined(__x86_64__)
+// Dropout's mask (0 with probability p, else 1 / (1 - p)) of elements [i, i1) into o[0, ...), i even, 0 <= p < 1:
+// fill_pairs' values, 16 at a time, on a CPU with AVX-512F (random_avx512.cpp). Returns the first element it did not
+// write (fewer than 16 are left).
+std::int64_t dropout_mask_avx512(float* o, std::int64_t i, std::int64_t i1, double p, std::uint64_t seed,
+                                 std::uint64_t offset);
+#endif
+
 }  // namespace stepformer::cpu
