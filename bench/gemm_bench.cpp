@@ -49,7 +49,9 @@ struct Aligned {
   }
   void deallocate(T* p, std::size_t) { std::free(p); }
   template <class U>
-  bool operator==(const Aligned<U>&) const { return true; }
+  bool operator==(const Aligned<U>&) const {
+    return true;
+  }
 };
 template <class T>
 using Buffer = std::vector<T, Aligned<T>>;
@@ -61,20 +63,25 @@ struct Case {
   bool a_transposed = false;  // A held as [K, M] (a weight's gradient: dY^T X), else [M, K]
 };
 
+// A and B as the case holds them: row-major [M, K] and [K, N], or transposed ([K, M], [N, K]).
 template <class T>
-void openblas(std::int64_t m, std::int64_t n, std::int64_t k, const T* a, const T* b, T* c) {
+void openblas(const Case& s, const T* a, const T* b, T* c) {
+  const auto ta = s.a_transposed ? CblasTrans : CblasNoTrans, tb = s.b_transposed ? CblasTrans : CblasNoTrans;
+  const std::int64_t lda = s.a_transposed ? s.m : s.k, ldb = s.b_transposed ? s.k : s.n;
   if constexpr (std::is_same_v<T, float>)
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.f, a, k, b, n, 0.f, c, n);
+    cblas_sgemm(CblasRowMajor, ta, tb, s.m, s.n, s.k, 1.f, a, lda, b, ldb, 0.f, c, s.n);
   else
-    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0, a, k, b, n, 0.0, c, n);
+    cblas_dgemm(CblasRowMajor, ta, tb, s.m, s.n, s.k, 1.0, a, lda, b, ldb, 0.0, c, s.n);
 }
 
 // oneDNN has no float64 GEMM: its column is empty for --double.
 template <class T>
-void onednn(std::int64_t m, std::int64_t n, std::int64_t k, const T* a, const T* b, T* c, int threads) {
+void onednn(const Case& s, const T* a, const T* b, T* c, int threads) {
   if constexpr (std::is_same_v<T, float>) {
     omp_set_num_threads(threads);  // oneDNN's CPU runtime is OpenMP
-    if (dnnl_sgemm('N', 'N', m, n, k, 1.f, a, k, b, n, 0.f, c, n) != dnnl_success)
+    const std::int64_t lda = s.a_transposed ? s.m : s.k, ldb = s.b_transposed ? s.k : s.n;
+    if (dnnl_sgemm(s.a_transposed ? 'T' : 'N', s.b_transposed ? 'T' : 'N', s.m, s.n, s.k, 1.f, a, lda, b, ldb, 0.f, c,
+                   s.n) != dnnl_success)
       throw std::runtime_error("dnnl_sgemm failed");
   }
 }
@@ -85,6 +92,14 @@ const std::vector<Case> kModelShapes = {{1024, 512, 2048, "FFN up"},        {102
                                         {512, 64, 512, "attention scores"}, {2048, 256, 688, "LM SwiGLU in"},
                                         {2048, 688, 256, "LM SwiGLU out"},  {2048, 256, 2000, "LM head"}};
 
+// The language model's products as its training step holds them. "x W^T": B held as a Linear holds its weight,
+// [N, K] (the tied head too). "dY^T X": A held as [K, M], a Linear's weight gradient over the batch's 16 x 128 tokens.
+const std::vector<Case> kLmStepShapes = {
+    {2048, 256, 688, "LM SwiGLU in x W^T", true},   {2048, 688, 256, "LM SwiGLU out x W^T", true},
+    {2048, 256, 2000, "LM head x E^T", true},       {256, 2048, 256, "LM dW q dY^T X", false, true},
+    {64, 2048, 256, "LM dW k dY^T X", false, true}, {688, 2048, 256, "LM dW in dY^T X", false, true},
+    {2000, 2048, 256, "LM dE dY^T X", false, true}, {256, 2048, 688, "LM dW out dY^T X", false, true}};
+
 template <class T>
 int run(const std::string& json_path, bool quick) {
   std::vector<Case> cases = {{256, 256, 256, "square"},
@@ -93,12 +108,15 @@ int run(const std::string& json_path, bool quick) {
                              {2048, 2048, 2048, "square"},
                              {64, 64, 64, "small"}};
   cases.insert(cases.end(), kModelShapes.begin(), kModelShapes.end());
+  if constexpr (std::is_same_v<T, float>) cases.insert(cases.end(), kLmStepShapes.begin(), kLmStepShapes.end());
   if (quick) cases.resize(3);
   const char* type = std::is_same_v<T, float> ? "float32" : "float64";
   constexpr bool with_onednn = std::is_same_v<T, float>;
   const dnnl_version_t* dnnl = dnnl_version();
-  fmt::print("GEMM {} (C[M,N] = A[M,K] @ B[K,N], row-major), kernel '{}', oneDNN {}.{}.{}, {} OpenBLAS\n", type,
-             cpu::gemm_kernels<T>().back().name, dnnl->major, dnnl->minor, dnnl->patch, openblas_get_config());
+  fmt::print(
+      "GEMM {} (C[M,N] = A[M,K] @ B[K,N], row-major unless the shape says), kernel '{}', oneDNN {}.{}.{}, {} "
+      "OpenBLAS\n",
+      type, cpu::gemm_kernels<T>().back().name, dnnl->major, dnnl->minor, dnnl->patch, openblas_get_config());
   fmt::print("{:>18} {:>16} {:>7} {:>10} {:>10} {:>10} {:>9} {:>9}\n", "shape MxKxN", "", "threads", "ours GF/s",
              "oneDNN", "OpenBLAS", "x oneDNN", "x OpenBLAS");
   std::string json = "[";
@@ -108,17 +126,19 @@ int run(const std::string& json_path, bool quick) {
     Buffer<T> a(c.m * c.k), b(c.k * c.n), ours(c.m * c.n), blas(c.m * c.n), dnn(c.m * c.n);
     for (auto& x : a) x = static_cast<T>(u(rng));
     for (auto& x : b) x = static_cast<T>(u(rng));
+    const std::int64_t rs_a = c.a_transposed ? 1 : c.k, cs_a = c.a_transposed ? c.m : 1;
+    const std::int64_t rs_b = c.b_transposed ? 1 : c.n, cs_b = c.b_transposed ? c.k : 1;
     const double flops = 2.0 * static_cast<double>(c.m) * static_cast<double>(c.n) * static_cast<double>(c.k);
     for (const int threads : {1, 2}) {
       openblas_set_num_threads(threads);
       const auto [t_ours, t_blas, t_dnn] = bench::best_of_rotation(
           3, quick ? 0.6 : 3.0,
           [&] {
-            cpu::gemm<T>(c.m, c.n, c.k, T(1), {a.data(), c.k, 1}, {b.data(), c.n, 1}, T(0), {ours.data(), c.n, 1},
-                         threads);
+            cpu::gemm<T>(c.m, c.n, c.k, T(1), {a.data(), rs_a, cs_a}, {b.data(), rs_b, cs_b}, T(0),
+                         {ours.data(), c.n, 1}, threads);
           },
-          [&] { openblas<T>(c.m, c.n, c.k, a.data(), b.data(), blas.data()); },
-          [&] { onednn<T>(c.m, c.n, c.k, a.data(), b.data(), dnn.data(), threads); });
+          [&] { openblas<T>(c, a.data(), b.data(), blas.data()); },
+          [&] { onednn<T>(c, a.data(), b.data(), dnn.data(), threads); });
       double worst = 0;
       for (std::size_t i = 0; i < ours.size(); ++i) {
         worst = std::max(worst, std::abs(double(ours[i] - blas[i])));
@@ -173,18 +193,14 @@ struct OnednnBf16 {
 };
 
 int run_bf16(const std::string& json_path, bool quick) {
-  // "x W^T": B held as a Linear holds its weight, [N, K], as the models multiply it (the tied LM head too).
-  // "dY^T X": A held as [K, M], a Linear's weight gradient over the batch's tokens (K = 16 x 128).
+  // "x W^T" and "dY^T X": as kLmStepShapes says.
   std::vector<Case> cases = {
       {1024, 1024, 1024, "square"}, {2048, 2048, 2048, "square"}, {512, 512, 64, "attention x V"}};
   cases.insert(cases.end(), kModelShapes.begin(), kModelShapes.end());
+  cases.push_back({1024, 512, 2048, "FFN up x W^T", true});
+  cases.insert(cases.end(), kLmStepShapes.begin(), kLmStepShapes.end());
   for (const Case& c :
-       {Case{1024, 512, 2048, "FFN up x W^T", true}, Case{2048, 256, 688, "LM SwiGLU in x W^T", true},
-        Case{2048, 688, 256, "LM SwiGLU out x W^T", true}, Case{2048, 256, 2000, "LM head x E^T", true},
-        Case{256, 2048, 256, "LM dW q dY^T X", false, true}, Case{64, 2048, 256, "LM dW k dY^T X", false, true},
-        Case{688, 2048, 256, "LM dW in dY^T X", false, true}, Case{2000, 2048, 256, "LM dE dY^T X", false, true},
-        Case{256, 2048, 688, "LM dW out dY^T X", false, true},
-        // The base model's output layer (1024 tokens, d_model 512, 37,000 ids): its logits, their gradient
+       {// The base model's output layer (1024 tokens, d_model 512, 37,000 ids): its logits, their gradient
         // through the tied embedding, and the embedding's gradient; the step's largest products.
         Case{1024, 512, 37000, "base head x E^T", true}, Case{1024, 37000, 512, "base dX dY E"},
         Case{37000, 1024, 512, "base dE dY^T X", false, true}})
