@@ -1,5 +1,5 @@
 // The AVX-512 micro-kernels (this file alone is compiled with -mavx512f; gemm.cpp calls it only on a CPU
-// that has AVX-512F). float: 12 x 32 (24 of the 32 zmm registers accumulate); double: 12 x 16.
+// that has AVX-512F). float: 14 x 32 (28 of the 32 zmm registers accumulate); double: 12 x 16.
 #include <immintrin.h>
 
 #include "gemm_avx512_transpose.h"
