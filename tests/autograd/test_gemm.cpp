@@ -306,6 +306,46 @@ TEST_CASE("bfloat16 GEMM: the dot-product kernels and the widened fallback match
       }
 }
 
+// The fallback widens bfloat16 operands block by block and hands the float32 kernel the same layouts a float32
+// operand has (gemm.cpp's widened()): its product is then gemm<float, float>'s on the widened values, bit for bit,
+// through every path that product takes: the direct loop (small, B row-major), A read in place (a small product with
+// a transposed B, a short K, a thin N with K past one k block) and the blocked loop (K past one k block, transposed A);
+// not a thin A (M <= 4: its sums are split into vector lanes as the compiler vectorises each type's loop, and the
+// test above holds it to a double sum). gemm's own choice is the fallback only where this CPU has no dot kernel (the
+// suite runs this test again with STEPFORMER_NO_BF16_DOT set, tests/CMakeLists.txt); a named float32 kernel always is.
+TEST_CASE("bfloat16 GEMM without a dot kernel: the float32 GEMM's bits on the widened operands", "[gemm][bf16]") {
+  std::vector<const GemmKernel<float>*> kernels;
+  if (!bf16_dot_kernel()) kernels.push_back(nullptr);
+  for (const auto& k : gemm_kernels<float>()) kernels.push_back(&k);
+  struct Shape {
+    std::int64_t M, N, K;
+  };
+  const Shape shapes[] = {{16, 16, 32},   {29, 64, 40},    {70, 40, 96},  {65, 300, 256},
+                          {30, 40, 1500}, {45, 200, 2112}, {128, 96, 700}};
+  for (const Shape& shape : shapes)
+    for (const bool trans_a : {false, true})
+      for (const bool trans_b : {false, true}) {
+        const auto [M, N, K] = shape;
+        const auto af = random_values<float>(M * K, 51), bf = random_values<float>(K * N, 52);
+        const std::vector<bfloat16> av(af.begin(), af.end()), bv(bf.begin(), bf.end());
+        const std::vector<float> aw(av.begin(), av.end()), bw(bv.begin(), bv.end());  // widened: exact
+        const std::int64_t rs_a = trans_a ? 1 : K, cs_a = trans_a ? M : 1, rs_b = trans_b ? 1 : N,
+                           cs_b = trans_b ? K : 1;
+        for (const GemmKernel<float>* kernel : kernels)
+          for (const int threads : {1, 2}) {
+            INFO((kernel ? kernel->name : std::string("default"))
+                 << " M=" << M << " N=" << N << " K=" << K << " trans_a=" << trans_a << " trans_b=" << trans_b
+                 << " threads=" << threads);
+            std::vector<float> got(M * N), want(M * N);
+            gemm<float, bfloat16>(M, N, K, 0.5f, {av.data(), rs_a, cs_a}, {bv.data(), rs_b, cs_b}, 0.f,
+                                  {got.data(), N, 1}, threads, kernel);
+            gemm<float, float>(M, N, K, 0.5f, {aw.data(), rs_a, cs_a}, {bw.data(), rs_b, cs_b}, 0.f,
+                               {want.data(), N, 1}, threads, kernel);
+            CHECK(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0);
+          }
+      }
+}
+
 // A bfloat16 product (autocast's): with beta 0, every value is gemm<float, bfloat16>'s float32 product with the same
 // kernel rounded once, bit for bit, whether the tile is rounded as the kernel leaves it (K in one block) or a float32
 // buffer is rounded after (K past 2048, thin and small products), and C is not read (it starts as NaN). With beta,

@@ -16,7 +16,8 @@
 // every micro-kernel streams unit-stride, zero-padded panels. It also arranges bfloat16 operands (TA) for
 // their kernel: pairs of k side by side, on a CPU with AMX for TDPBF16PS on tiles (gemm_amx.cpp) and on one with
 // AVX512_BF16 for vdpbf16ps (gemm_avx512bf16.cpp); elsewhere, or when a float32 kernel is named, widened to float32
-// for the float32 kernel (the fallback: the same arithmetic, half the memory read from A and B). Tiles at the edges of
+// a block at a time and then packed, or read in place, as a float32 operand would be (the fallback: the float32
+// product of the same values, half the memory read from A and B). Tiles at the edges of
 // C (fewer than mr rows or nr columns) and C with non-unit column stride go through a small buffer.
 #include "gemm.h"
 
@@ -41,12 +42,41 @@ namespace stepformer::cpu {
 
 namespace {
 
-// Two growable 64-byte aligned scratch buffers (packed B, packed A), one pair per thread, kept between calls: the
-// training loop multiplies the same shapes again and again, so after the first step packing allocates nothing.
+// Growable 64-byte aligned scratch buffers, three per thread (0: packed B, 1: packed A, 2: a bfloat16 block widened
+// before it is packed or read in place), kept between calls: the training loop multiplies the same shapes again and
+// again, so after the first step packing allocates nothing.
 template <class T>
 T* scratch(std::size_t slot, std::size_t count) {
-  thread_local AlignedBuffer<T> buffers[2];
+  thread_local AlignedBuffer<T> buffers[3];
   return buffers[slot].get(count);
+}
+
+// The block of x at rows [i0, i0 + m), columns [j0, j0 + n) widened to float32 (exactly) in this thread's scratch, laid
+// out as x lies: a unit stride stays the unit stride, so the float32 kernel's packers and its in-place reading take
+// the same paths on it as on a float32 operand, and the fallback's products are the float32 GEMM's, bit for bit.
+MatrixView<const float> widened(const MatrixView<const bfloat16>& x, std::int64_t i0, std::int64_t m, std::int64_t j0,
+                                std::int64_t n) {
+  float* const out = scratch<float>(2, static_cast<std::size_t>(m * n));
+  const bfloat16* const at = x.data + i0 * x.row_stride + j0 * x.col_stride;
+  if (x.col_stride == 1) {
+    for (std::int64_t i = 0; i < m; ++i) widen_row_from_bf16(at + i * x.row_stride, out + i * n, n);
+    return {out, n, 1};
+  }
+  if (x.row_stride == 1) {
+    for (std::int64_t j = 0; j < n; ++j) widen_row_from_bf16(at + j * x.col_stride, out + j * m, m);
+    return {out, 1, m};
+  }
+  for (std::int64_t i = 0; i < m; ++i)
+    for (std::int64_t j = 0; j < n; ++j) out[i * n + j] = static_cast<float>(at[i * x.row_stride + j * x.col_stride]);
+  return {out, n, 1};
+}
+MatrixView<const float> widened(const MatrixView<const float>& x, std::int64_t i0, std::int64_t, std::int64_t j0,
+                                std::int64_t) {
+  return {x.data + i0 * x.row_stride + j0 * x.col_stride, x.row_stride, x.col_stride};
+}
+MatrixView<const double> widened(const MatrixView<const double>& x, std::int64_t i0, std::int64_t, std::int64_t j0,
+                                 std::int64_t) {
+  return {x.data + i0 * x.row_stride + j0 * x.col_stride, x.row_stride, x.col_stride};
 }
 
 template <class T>
@@ -325,38 +355,42 @@ void gemm(std::int64_t M, std::int64_t N, std::int64_t K, T alpha, MatrixView<co
     }
   }
   const GemmKernel<T>& kn = kernel ? *kernel : gemm_kernels<T>().back();
+  // From here a bfloat16 operand (the fallback, without a dot kernel) is widened block by block as it is packed or
+  // read (widened() above): the float32 kernel then runs the float32 product's paths on the same values.
   // The direct loop vectorises along a row of B: a small product with a transposed B (attention's q k^T) and a
   // row-major A is read in place with B packed instead.
   const bool small = N <= kSmallN && M * N * K <= kSmallWork;
-  const bool direct = b.col_stride == 1 || a.col_stride != 1 || !std::is_same_v<T, TA>;
+  const bool direct = b.col_stride == 1 || a.col_stride != 1;
   if (!kernel && small && direct) return small_gemm(M, N, K, alpha, a, b, beta, c);
-  if constexpr (std::is_same_v<T, TA>) {
-    if (!kernel && a.col_stride == 1 && (small || in_place_pays<T>(M, N, K, threads, kn.mr, kn.nr)))
-      return gemm_rows_in_place<T, T>(
-          M, N, K, alpha, beta, c, threads, kn.mr, kn.nr, 1, kn.kc,
-          [&](std::int64_t k0, std::int64_t kc, std::int64_t j0, std::int64_t n, T* dst) {
-            kn.pack_b ? kn.pack_b(b, k0, kc, j0, n, kn.nr, dst)
-                      : gemm_detail::pack_b_panel(b, k0, kc, j0, n, kn.nr, dst);
-          },
-          [&](std::int64_t i, std::int64_t k0) { return a.data + i * a.row_stride + k0; },
-          [&](std::int64_t k, const T* ai, int m, const T* bp, T* cij, std::int64_t rs, T al, T be) {
-            kn.run_rows(k, ai, a.row_stride, m, bp, cij, rs, al, be);
-          },
-          kNothingToBegin);
+  const auto pack_b = [&](std::int64_t k0, std::int64_t kc, std::int64_t j0, std::int64_t n, T* dst) {
+    const MatrixView<const T> block = widened(b, k0, kc, j0, n);
+    kn.pack_b ? kn.pack_b(block, 0, kc, 0, n, kn.nr, dst) : gemm_detail::pack_b_panel(block, 0, kc, 0, n, kn.nr, dst);
+  };
+  if (!kernel && a.col_stride == 1 && (small || in_place_pays<T>(M, N, K, threads, kn.mr, kn.nr))) {
+    // A row panel: its rows and their stride, A itself or its widened copy.
+    struct Rows {
+      const T* data;
+      std::int64_t stride;
+    };
+    return gemm_rows_in_place<T, T>(
+        M, N, K, alpha, beta, c, threads, kn.mr, kn.nr, 1, kn.kc, pack_b,
+        [&](std::int64_t i, std::int64_t k0) {
+          const MatrixView<const T> panel =
+              widened(a, i, std::min<std::int64_t>(kn.mr, M - i), k0, std::min(kn.kc, K - k0));
+          return Rows{panel.data, panel.row_stride};
+        },
+        [&](std::int64_t k, Rows ai, int m, const T* bp, T* cij, std::int64_t rs, T al, T be) {
+          kn.run_rows(k, ai.data, ai.stride, m, bp, cij, rs, al, be);
+        },
+        kNothingToBegin);
   }
   blocked_gemm<T, T>(
       M, N, K, alpha, beta, c, threads, {kn.mr, kn.nr, 1, 1, kn.mc, kn.kc, kn.nc},
       [&](std::int64_t i0, std::int64_t mc, std::int64_t k0, std::int64_t kc, T* dst) {
-        if constexpr (std::is_same_v<T, TA>)
-          if (kn.pack_a) return kn.pack_a(a, i0, mc, k0, kc, kn.mr, dst);
-        gemm_detail::pack_a(a, i0, mc, k0, kc, kn.mr, dst);
+        const MatrixView<const T> block = widened(a, i0, mc, k0, kc);
+        kn.pack_a ? kn.pack_a(block, 0, mc, 0, kc, kn.mr, dst) : gemm_detail::pack_a(block, 0, mc, 0, kc, kn.mr, dst);
       },
-      [&](std::int64_t k0, std::int64_t kc, std::int64_t j0, std::int64_t n, T* dst) {
-        if constexpr (std::is_same_v<T, TA>)
-          if (kn.pack_b) return kn.pack_b(b, k0, kc, j0, n, kn.nr, dst);
-        gemm_detail::pack_b_panel(b, k0, kc, j0, n, kn.nr, dst);
-      },
-      kn.run, kNothingToBegin);
+      pack_b, kn.run, kNothingToBegin);
 }
 
 void gemm_rounded(std::int64_t M, std::int64_t N, std::int64_t K, float alpha, MatrixView<const bfloat16> a,

@@ -78,8 +78,9 @@ inline constexpr std::int64_t kInPlaceBBytes = 4 << 20;
 
 // The bfloat16 dot-product kernels this CPU can run, fastest last: "avx512_bf16" (vdpbf16ps, AVX512_BF16) and
 // "amx_bf16" (TDPBF16PS on AMX tiles), operands packed in pairs of k. bf16_dot_kernel() is the one
-// gemm<float, bfloat16> uses when none is named (the last), or null: then it runs a float32 kernel on operands
-// widened as they are packed, the fallback, the same arithmetic up to rounding (naming a float32 kernel forces it).
+// gemm<float, bfloat16> uses when none is named (the last), or null: then it runs the float32 GEMM on operands
+// widened a block at a time, the fallback, whose product is gemm<float, float>'s on the widened values bit for bit
+// (but for an A of at most 4 rows: within rounding) (naming a float32 kernel forces it).
 std::vector<std::string> bf16_dot_kernels();
 const char* bf16_dot_kernel();
 
