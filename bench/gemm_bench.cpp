@@ -215,7 +215,7 @@ int run_bf16(const std::string& json_path, bool quick) {
       "weights)\n",
       dot ? fmt::format("the '{}' kernel ({} on pairs of k)", dot,
                         std::string(dot) == "amx_bf16" ? "TDPBF16PS on AMX tiles" : "vdpbf16ps")
-          : fmt::format("float32 kernel '{}' on operands widened while packed (no AVX512_BF16, or "
+          : fmt::format("float32 kernel '{}' on operands widened a block at a time (no AVX512_BF16, or "
                         "STEPFORMER_NO_BF16_DOT set)",
                         cpu::gemm_kernels<float>().back().name),
       dnnl->major, dnnl->minor, dnnl->patch);
