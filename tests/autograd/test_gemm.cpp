@@ -89,7 +89,8 @@ TEMPLATE_TEST_CASE("every GEMM micro-kernel matches the reference on odd sizes a
 TEMPLATE_TEST_CASE("every GEMM micro-kernel reads a row-major A in place as it reads a packed panel: the same bits",
                    "[gemm]", float, double) {
   // gemm() reads A in place for some shapes on the last kernel only: here every kernel's run_rows, against its run
-  // on the same values packed, with full and short tiles (rows from m on repeat row m - 1, never read past A).
+  // on the same values packed, with full and short tiles (rows from m on repeat row m - 1, never read past A, and
+  // C's rows from m on are left as they were: gemm() stores a short last row panel into C itself).
   using T = TestType;
   for (const auto& kernel : gemm_kernels<T>())
     for (const std::int64_t K : {1, 7, 65}) {
@@ -106,6 +107,7 @@ TEMPLATE_TEST_CASE("every GEMM micro-kernel reads a row-major A in place as it r
         kernel.run_rows(K, rows.data(), lda, m, panel_b.data(), got.data(), nr, T(0.5), T(-1));
         INFO(kernel.name << " K=" << K << " m=" << m);
         CHECK(std::vector<T>(got.begin(), got.begin() + m * nr) == std::vector<T>(want.begin(), want.begin() + m * nr));
+        CHECK(std::all_of(got.begin() + m * nr, got.end(), [](T x) { return x == T(1); }));
       }
     }
 }

@@ -125,6 +125,35 @@ int team_size(std::int64_t M, std::int64_t N, std::int64_t K, int threads) {
   return static_cast<int>(std::clamp<std::int64_t>(M * N * K / (1 << 20), 1, threads));
 }
 
+// body(thread, team) on `threads` OpenMP threads, or on the calling thread alone, outside OpenMP, for one: a parallel
+// region costs libgomp a team and a futex wake at each barrier even when it has one thread (`if (false)`) or is
+// nested in another (attention's per-head products): three system calls a product, each about as long as a 64 x 64
+// x 32 product's arithmetic (strace, perf). The loops then split their iterations with static_share() and wait for
+// each other with team_barrier().
+template <class Body>
+void on_team(int threads, Body body) {
+  if (threads <= 1) return body(0, 1);
+#pragma omp parallel num_threads(threads)
+  body(omp_get_thread_num(), omp_get_num_threads());
+}
+
+// Thread t's iterations of n, [begin, end), as OpenMP's schedule(static) splits them: contiguous, the first n % team
+// threads one more.
+struct Share {
+  std::int64_t begin, end;
+};
+Share static_share(std::int64_t n, int t, int team) {
+  const std::int64_t q = n / team, r = n % team, begin = t * q + std::min<std::int64_t>(t, r);
+  return {begin, begin + q + (t < r ? 1 : 0)};
+}
+
+// Every thread of on_team's team waits here for the others (none to wait for when it is one thread).
+void team_barrier(int team) {
+  if (team > 1) {
+#pragma omp barrier
+  }
+}
+
 // bfloat16 k blocks, in values (pairs are half as many): a pair row of a B panel is as long as a float32 row,
 // so 2048 values take the bytes of the float32 AVX-512 kernel's 1024.
 constexpr std::int64_t kBf16Kc = 2048;
@@ -155,10 +184,8 @@ void blocked_gemm(std::int64_t M, std::int64_t N, std::int64_t K, T alpha, T bet
   const RowBlocks rows(M, mr, kn.mc, threads);
   const std::int64_t blocks = rows.count;
 
-#pragma omp parallel num_threads(threads) if (threads > 1)
-  {
+  on_team(threads, [&](int thread, int team) {
     begin();
-    const int team = omp_get_num_threads();
     // When there are fewer blocks than threads (a short M, as in decoding), each block's column panels
     // are split into groups so that every thread still has work.
     const std::int64_t groups_wanted = (team + blocks - 1) / blocks;
@@ -168,13 +195,12 @@ void blocked_gemm(std::int64_t M, std::int64_t N, std::int64_t K, T alpha, T bet
         const std::int64_t kc = std::min(kn.kc, K - pc), kp = kn.packed(kc);
         const T beta_here = pc == 0 ? beta : T(1);  // later k blocks add to what the first wrote
         const std::int64_t groups = std::min(panels, groups_wanted);
-#pragma omp for schedule(static)
-        for (std::int64_t p = 0; p < panels; ++p)
+        for (auto [p, end] = static_share(panels, thread, team); p < end; ++p)
           pack_b(pc, kc, jc + p * nr, std::min<std::int64_t>(nr, nc - p * nr), packed_b + p * kp * nr);
+        team_barrier(team);  // every panel of B packed before any is read
 
         std::int64_t packed_block = -1;
-#pragma omp for schedule(static)
-        for (std::int64_t w = 0; w < blocks * groups; ++w) {
+        for (auto [w, end] = static_share(blocks * groups, thread, team); w < end; ++w) {
           const std::int64_t block = w / groups, g = w % groups;
           const std::int64_t ic = rows.start(block), mc = rows.start(block + 1) - ic;
           P* const packed_a = scratch<P>(1, static_cast<std::size_t>(rows.max_rows() * kp_max));
@@ -196,9 +222,10 @@ void blocked_gemm(std::int64_t M, std::int64_t N, std::int64_t K, T alpha, T bet
             }
           }
         }
+        team_barrier(team);  // every panel of B read before the next k block is packed over it
       }
     }
-  }
+  });
 }
 
 }  // namespace
@@ -211,13 +238,15 @@ namespace {
 // stays in a 32 KB L1 while every B panel streams past it (the language model's K = 256; docs/performance.md,
 // "A short K reads A in place", measures both). A bfloat16 A needs an even K: its pairs of k then already sit side
 // by side, as vdpbf16ps takes them. `per` is how many k one packed element of B covers (1, or 2 for pairs);
-// row(i, k0) points at A's row i from k0; run(kp, row, m, b, c, rs_c, alpha, beta) is the in-place micro-kernel.
+// row(i, k0) points at A's row i from k0; run(kp, row, m, b, c, rs_c, alpha, beta) is the in-place micro-kernel, which
+// stores only its m rows where `short_rows_in_place` (the float32 kernels: a short last row panel then needs no
+// buffer; the bfloat16 dot kernels store whole tiles).
 // A wide B is packed and multiplied kInPlaceBBytes (gemm.h) of packed panels at a time, which stay in L3 (32 MB on
 // Zen 3, 4 and 5) while every row panel reads them: packed whole, the base model's output layer (37,000 columns,
 // 38 MB) came from memory once per row panel, at 0.87x oneDNN (docs/performance.md). A B that fits is packed whole:
 // 256 KB blocks (for L2) cost products whose B fits in L3 a few percent in barriers and reread rows of A.
 
-template <class T, class P, class TC, class PackB, class Row, class Run, class Begin>
+template <class T, class P, bool short_rows_in_place, class TC, class PackB, class Row, class Run, class Begin>
 void gemm_rows_in_place(std::int64_t M, std::int64_t N, std::int64_t K, T alpha, T beta, MatrixView<TC> c, int threads,
                         int mr, int nr, int per, std::int64_t kc_max, PackB pack_b, Row row, Run run, Begin begin) {
   threads = team_size(M, N, K, threads);
@@ -226,36 +255,39 @@ void gemm_rows_in_place(std::int64_t M, std::int64_t N, std::int64_t K, T alpha,
   const std::int64_t block_panels =
       std::clamp<std::int64_t>(kInPlaceBBytes / (kp_max * nr * static_cast<std::int64_t>(sizeof(P))), 1, panels);
   P* const packed_b = scratch<P>(0, static_cast<std::size_t>(block_panels * nr * kp_max));
-#pragma omp parallel num_threads(threads) if (threads > 1)
-  for (std::int64_t pc = 0; pc < K; pc += kc_max) {
-    if (pc == 0) begin();
-    const std::int64_t kc = std::min(kc_max, K - pc), kp = (kc + per - 1) / per;
-    const T beta_here = pc == 0 ? beta : T(1);
-    for (std::int64_t p0 = 0; p0 < panels; p0 += block_panels) {
-      const std::int64_t p1 = std::min(panels, p0 + block_panels);
-#pragma omp for schedule(static)
-      for (std::int64_t p = p0; p < p1; ++p)
-        pack_b(pc, kc, p * nr, std::min<std::int64_t>(nr, N - p * nr), packed_b + (p - p0) * kp * nr);
-#pragma omp for schedule(static)
-      for (std::int64_t ip = 0; ip < row_panels; ++ip) {
-        const std::int64_t i = ip * mr;
-        const int m = static_cast<int>(std::min<std::int64_t>(mr, M - i));
-        const auto ai = row(i, pc);
-        for (std::int64_t p = p0; p < p1; ++p) {
-          const std::int64_t j = p * nr, n = std::min<std::int64_t>(nr, N - j);
-          TC* const cij = c.data + i * c.row_stride + j * c.col_stride;
-          const P* const bp = packed_b + (p - p0) * kp * nr;
-          if (m == mr && n == nr && c.col_stride == 1) {
-            run(kp, ai, m, bp, cij, c.row_stride, alpha, beta_here);
-          } else {
-            alignas(64) T tile[kMaxTile];
-            run(kp, ai, m, bp, tile, nr, T(1), T(0));
-            write_edge(tile, nr, m, n, alpha, beta_here, cij, c.row_stride, c.col_stride);
+  on_team(threads, [&](int thread, int team) {
+    for (std::int64_t pc = 0; pc < K; pc += kc_max) {
+      if (pc == 0) begin();
+      const std::int64_t kc = std::min(kc_max, K - pc), kp = (kc + per - 1) / per;
+      const T beta_here = pc == 0 ? beta : T(1);
+      for (std::int64_t p0 = 0; p0 < panels; p0 += block_panels) {
+        const std::int64_t p1 = std::min(panels, p0 + block_panels);
+        for (auto [q, end] = static_share(p1 - p0, thread, team); q < end; ++q) {
+          const std::int64_t p = p0 + q;
+          pack_b(pc, kc, p * nr, std::min<std::int64_t>(nr, N - p * nr), packed_b + (p - p0) * kp * nr);
+        }
+        team_barrier(team);  // this block of B packed before any of it is read
+        for (auto [ip, end] = static_share(row_panels, thread, team); ip < end; ++ip) {
+          const std::int64_t i = ip * mr;
+          const int m = static_cast<int>(std::min<std::int64_t>(mr, M - i));
+          const auto ai = row(i, pc);
+          for (std::int64_t p = p0; p < p1; ++p) {
+            const std::int64_t j = p * nr, n = std::min<std::int64_t>(nr, N - j);
+            TC* const cij = c.data + i * c.row_stride + j * c.col_stride;
+            const P* const bp = packed_b + (p - p0) * kp * nr;
+            if ((m == mr || short_rows_in_place) && n == nr && c.col_stride == 1) {
+              run(kp, ai, m, bp, cij, c.row_stride, alpha, beta_here);
+            } else {
+              alignas(64) T tile[kMaxTile];
+              run(kp, ai, m, bp, tile, nr, T(1), T(0));
+              write_edge(tile, nr, m, n, alpha, beta_here, cij, c.row_stride, c.col_stride);
+            }
           }
         }
+        team_barrier(team);  // this block of B read by every row panel before the next is packed over it
       }
     }
-  }
+  });
 }
 
 // Whether to read A in place: a thin N, or a row panel of A within kInPlacePanelBytes while A has a row panel for
@@ -311,7 +343,7 @@ void dot_gemm(const gemm_detail::MicroKernelBf16& dot, std::int64_t M, std::int6
     dot.pack_b(b, k0, kc, j0, n, dot.nr, dst);
   };
   if (dot_reads_a_in_place(dot, M, N, K, a, threads))
-    return gemm_rows_in_place<float, std::uint32_t>(
+    return gemm_rows_in_place<float, std::uint32_t, false>(
         M, N, K, alpha, beta, c, threads, dot.mr, dot.nr, 2, kBf16Kc, pack_b,
         [&](std::int64_t i, std::int64_t k0) { return &a.data[i * a.row_stride + k0].bits; },
         [&](std::int64_t kp, const std::uint16_t* ai, int m, const std::uint32_t* bp, auto* cij, std::int64_t rs,
@@ -372,7 +404,7 @@ void gemm(std::int64_t M, std::int64_t N, std::int64_t K, T alpha, MatrixView<co
       const T* data;
       std::int64_t stride;
     };
-    return gemm_rows_in_place<T, T>(
+    return gemm_rows_in_place<T, T, true>(
         M, N, K, alpha, beta, c, threads, kn.mr, kn.nr, 1, kn.kc, pack_b,
         [&](std::int64_t i, std::int64_t k0) {
           const MatrixView<const T> panel =

@@ -28,7 +28,8 @@ struct GemmKernel {
   int mr, nr;
   std::int64_t mc, kc, nc;
   void (*run)(std::int64_t k, const T* a, const T* b, T* c, std::int64_t rs_c, T alpha, T beta);
-  // The same tile with A read in place: row-major, row r at a + r * lda; rows from m on repeat row m - 1.
+  // The same tile with A read in place: row-major, row r at a + r * lda; rows from m on repeat row m - 1 and are
+  // not stored (C's rows past m are left as they are).
   void (*run_rows)(std::int64_t k, const T* a, std::int64_t lda, int m, const T* b, T* c, std::int64_t rs_c, T alpha,
                    T beta);
   // Packing in the kernel's instruction set (gemm_isa.h), or null: gemm_pack.h's loops.

@@ -24,9 +24,10 @@ struct InPlaceA {
   T at(int r, std::int64_t k) const { return rows[r][k]; }
 };
 
+// C's rows from `rows` on are neither read nor written (a short edge panel of A stores into C itself).
 template <class V, int MR, int NV, class A>
 void micro_tile(std::int64_t K, const A& a, const typename V::T* b, typename V::T* c, std::int64_t rs_c,
-                typename V::T alpha, typename V::T beta) {
+                typename V::T alpha, typename V::T beta, int rows = MR) {
   using Reg = typename V::Reg;
   constexpr int L = V::kLanes, NR = NV * L;
   // Ask for C's tile now: the k loop takes thousands of cycles, so it is in cache when the loop ends.
@@ -52,6 +53,7 @@ void micro_tile(std::int64_t K, const A& a, const typename V::T* b, typename V::
   for (int r = 0; r < MR; ++r)
 #pragma GCC unroll 8
     for (int v = 0; v < NV; ++v) {
+      if (r >= rows) break;
       typename V::T* p = c + r * rs_c + v * L;
       const Reg scaled = V::mul(acc[r][v], va);
       V::store(p, beta == 0 ? scaled : V::fma(V::load(p), vb, scaled));
@@ -65,14 +67,14 @@ void micro_kernel(std::int64_t K, const typename V::T* a, const typename V::T* b
   micro_tile<V, MR, NV>(K, PackedA<typename V::T, MR>{a}, b, c, rs_c, alpha, beta);
 }
 
-// A row-major A in place: row r of the tile starts at a + r * lda; rows from m on repeat row m - 1 (the caller
-// drops their results), so a short edge panel reads nothing past A.
+// A row-major A in place: row r of the tile starts at a + r * lda; rows from m on repeat row m - 1 and are not
+// stored, so a short edge panel reads nothing past A and writes nothing past its m rows of C.
 template <class V, int MR, int NV>
 void micro_kernel_rows(std::int64_t K, const typename V::T* a, std::int64_t lda, int m, const typename V::T* b,
                        typename V::T* c, std::int64_t rs_c, typename V::T alpha, typename V::T beta) {
   InPlaceA<typename V::T, MR> rows;
   for (int r = 0; r < MR; ++r) rows.rows[r] = a + (r < m ? r : m - 1) * lda;
-  micro_tile<V, MR, NV>(K, rows, b, c, rs_c, alpha, beta);
+  micro_tile<V, MR, NV>(K, rows, b, c, rs_c, alpha, beta, m);
 }
 
 }  // namespace stepformer::cpu::gemm_detail
