@@ -4,4 +4,5 @@
 // regions run on that one thread, as they would under OMP_NUM_THREADS=1.
 inline int omp_get_max_threads() { return 1; }
 inline int omp_get_num_threads() { return 1; }
+inline int omp_get_thread_num() { return 0; }
 inline void omp_set_num_threads(int) {}
