@@ -18,7 +18,8 @@
 // AVX512_BF16 for vdpbf16ps (gemm_avx512bf16.cpp); elsewhere, or when a float32 kernel is named, widened to float32
 // a block at a time and then packed, or read in place, as a float32 operand would be (the fallback: the float32
 // product of the same values, half the memory read from A and B). Tiles at the edges of
-// C (fewer than mr rows or nr columns) and C with non-unit column stride go through a small buffer.
+// C (fewer than nr columns, or fewer than mr rows of a packed panel) and C with non-unit column stride go through a
+// small buffer.
 #include "gemm.h"
 
 #include <omp.h>
@@ -70,6 +71,7 @@ MatrixView<const float> widened(const MatrixView<const bfloat16>& x, std::int64_
     for (std::int64_t j = 0; j < n; ++j) out[i * n + j] = static_cast<float>(at[i * x.row_stride + j * x.col_stride]);
   return {out, n, 1};
 }
+// An operand already of the kernel's type is its own block: no copy.
 MatrixView<const float> widened(const MatrixView<const float>& x, std::int64_t i0, std::int64_t, std::int64_t j0,
                                 std::int64_t) {
   return {x.data + i0 * x.row_stride + j0 * x.col_stride, x.row_stride, x.col_stride};
