@@ -11,7 +11,9 @@
 
 namespace stepformer::cpu {
 
-// Below this many elements a loop runs on one thread: starting a parallel region costs more.
+// Below this many elements a loop runs on one thread: starting a parallel region costs more. Such a loop runs outside
+// OpenMP altogether: a region with `if (false)` still costs libgomp a team and a futex wake at its end (gemm.cpp's
+// on_team), and a decode step runs hundreds of small ops per token.
 inline constexpr std::int64_t kParallelGrain = 1 << 15;
 
 template <class T>
@@ -37,8 +39,7 @@ void for_each_row(const std::array<const TensorDesc*, K>& d, Body&& body) {
   const std::int64_t outer = n / inner;
   std::array<std::int64_t, K> step{};
   for (std::size_t k = 0; k < K; ++k) step[k] = d[k]->strides[last];
-#pragma omp parallel for schedule(static) if (n >= kParallelGrain)
-  for (std::int64_t row = 0; row < outer; ++row) {
+  const auto visit = [&](std::int64_t row) {
     std::array<std::int64_t, K> base{};
     std::int64_t r = row;
     for (int dim = last - 1; dim >= 0; --dim) {
@@ -47,7 +48,13 @@ void for_each_row(const std::array<const TensorDesc*, K>& d, Body&& body) {
       for (std::size_t k = 0; k < K; ++k) base[k] += i * d[k]->strides[dim];
     }
     body(base, step, inner);
+  };
+  if (n < kParallelGrain) {
+    for (std::int64_t row = 0; row < outer; ++row) visit(row);
+    return;
   }
+#pragma omp parallel for schedule(static)
+  for (std::int64_t row = 0; row < outer; ++row) visit(row);
 }
 
 // body(i) for i in [0, n), over OpenMP threads when `parallel`. An exception must not leave an OpenMP
@@ -55,8 +62,12 @@ void for_each_row(const std::array<const TensorDesc*, K>& d, Body&& body) {
 // (The cross-entropy and RMSNorm rows are exercises: a workspace's unsolved stub throws from inside a row.)
 template <class Body>
 void parallel_for_rethrow(std::int64_t n, bool parallel, Body&& body) {
+  if (!parallel) {  // outside OpenMP: an exception simply propagates
+    for (std::int64_t i = 0; i < n; ++i) body(i);
+    return;
+  }
   std::exception_ptr error;
-#pragma omp parallel for schedule(static) if (parallel)
+#pragma omp parallel for schedule(static)
   for (std::int64_t i = 0; i < n; ++i) {
     try {
       body(i);
