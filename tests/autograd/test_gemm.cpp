@@ -309,12 +309,13 @@ TEST_CASE("bfloat16 GEMM: the dot-product kernels and the widened fallback match
 }
 
 // The fallback widens bfloat16 operands block by block and hands the float32 kernel the same layouts a float32
-// operand has (gemm.cpp's widened()): its product is then gemm<float, float>'s on the widened values, bit for bit,
-// through every path that product takes: the direct loop (small, B row-major), A read in place (a small product with
-// a transposed B, a short K, a thin N with K past one k block) and the blocked loop (K past one k block, transposed A);
-// not a thin A (M <= 4: its sums are split into vector lanes as the compiler vectorises each type's loop, and the
-// test above holds it to a double sum). gemm's own choice is the fallback only where this CPU has no dot kernel (the
-// suite runs this test again with STEPFORMER_NO_BF16_DOT set, tests/CMakeLists.txt); a named float32 kernel always is.
+// operand has (widened() in gemm_scratch.h): its product is then gemm<float, float>'s on the widened values, bit for
+// bit, through every path that product takes: the direct loop (small, B row-major), A read in place (a small product
+// with a transposed B, a short K, a thin N with K past one k block) and the blocked loop (K past one k block,
+// transposed A); not a thin A (M <= 4: its sums are split into vector lanes as the compiler vectorises each type's
+// loop, and the test above holds it to a double sum). gemm's own choice is the fallback only where this CPU has no dot
+// kernel (the suite runs this test again with STEPFORMER_NO_BF16_DOT set, tests/CMakeLists.txt); a named float32 kernel
+// always is.
 TEST_CASE("bfloat16 GEMM without a dot kernel: the float32 GEMM's bits on the widened operands", "[gemm][bf16]") {
   std::vector<const GemmKernel<float>*> kernels;
   if (!bf16_dot_kernel()) kernels.push_back(nullptr);

@@ -35,6 +35,8 @@
 #include "gemm_isa.h"
 #include "gemm_microkernel.h"
 #include "gemm_pack.h"
+#include "gemm_scratch.h"
+#include "gemm_team.h"
 #include "gemm_thin.h"
 #include "strided.h"
 #include "vmath.h"
@@ -43,43 +45,8 @@ namespace stepformer::cpu {
 
 namespace {
 
-// Growable 64-byte aligned scratch buffers, three per thread (0: packed B, 1: packed A, 2: a bfloat16 block widened
-// before it is packed or read in place), kept between calls: the training loop multiplies the same shapes again and
-// again, so after the first step packing allocates nothing.
-template <class T>
-T* scratch(std::size_t slot, std::size_t count) {
-  thread_local AlignedBuffer<T> buffers[3];
-  return buffers[slot].get(count);
-}
-
-// The block of x at rows [i0, i0 + m), columns [j0, j0 + n) widened to float32 (exactly) in this thread's scratch, laid
-// out as x lies: a unit stride stays the unit stride, so the float32 kernel's packers and its in-place reading take
-// the same paths on it as on a float32 operand, and the fallback's products are the float32 GEMM's, bit for bit.
-MatrixView<const float> widened(const MatrixView<const bfloat16>& x, std::int64_t i0, std::int64_t m, std::int64_t j0,
-                                std::int64_t n) {
-  float* const out = scratch<float>(2, static_cast<std::size_t>(m * n));
-  const bfloat16* const at = x.data + i0 * x.row_stride + j0 * x.col_stride;
-  if (x.col_stride == 1) {
-    for (std::int64_t i = 0; i < m; ++i) widen_row_from_bf16(at + i * x.row_stride, out + i * n, n);
-    return {out, n, 1};
-  }
-  if (x.row_stride == 1) {
-    for (std::int64_t j = 0; j < n; ++j) widen_row_from_bf16(at + j * x.col_stride, out + j * m, m);
-    return {out, 1, m};
-  }
-  for (std::int64_t i = 0; i < m; ++i)
-    for (std::int64_t j = 0; j < n; ++j) out[i * n + j] = static_cast<float>(at[i * x.row_stride + j * x.col_stride]);
-  return {out, n, 1};
-}
-// An operand already of the kernel's type is its own block: no copy.
-MatrixView<const float> widened(const MatrixView<const float>& x, std::int64_t i0, std::int64_t, std::int64_t j0,
-                                std::int64_t) {
-  return {x.data + i0 * x.row_stride + j0 * x.col_stride, x.row_stride, x.col_stride};
-}
-MatrixView<const double> widened(const MatrixView<const double>& x, std::int64_t i0, std::int64_t, std::int64_t j0,
-                                 std::int64_t) {
-  return {x.data + i0 * x.row_stride + j0 * x.col_stride, x.row_stride, x.col_stride};
-}
+using gemm_detail::on_team, gemm_detail::scratch, gemm_detail::static_share, gemm_detail::team_barrier,
+    gemm_detail::widened;
 
 template <class T>
 void scale(std::int64_t M, std::int64_t N, T beta, MatrixView<T> c) {
@@ -125,35 +92,6 @@ constexpr int kMaxTile = 32 * 32;
 int team_size(std::int64_t M, std::int64_t N, std::int64_t K, int threads) {
   if (threads <= 0) threads = omp_get_max_threads();
   return static_cast<int>(std::clamp<std::int64_t>(M * N * K / (1 << 20), 1, threads));
-}
-
-// body(thread, team) on `threads` OpenMP threads, or on the calling thread alone, outside OpenMP, for one: a parallel
-// region costs libgomp a team and a futex wake at each barrier even when it has one thread (`if (false)`) or is
-// nested in another (attention's per-head products): three system calls a product, each about as long as a 64 x 64
-// x 32 product's arithmetic (strace, perf). The loops then split their iterations with static_share() and wait for
-// each other with team_barrier().
-template <class Body>
-void on_team(int threads, Body body) {
-  if (threads <= 1) return body(0, 1);
-#pragma omp parallel num_threads(threads)
-  body(omp_get_thread_num(), omp_get_num_threads());
-}
-
-// Thread t's iterations of n, [begin, end), as OpenMP's schedule(static) splits them: contiguous, the first n % team
-// threads one more.
-struct Share {
-  std::int64_t begin, end;
-};
-Share static_share(std::int64_t n, int t, int team) {
-  const std::int64_t q = n / team, r = n % team, begin = t * q + std::min<std::int64_t>(t, r);
-  return {begin, begin + q + (t < r ? 1 : 0)};
-}
-
-// Every thread of on_team's team waits here for the others (none to wait for when it is one thread).
-void team_barrier(int team) {
-  if (team > 1) {
-#pragma omp barrier
-  }
 }
 
 // bfloat16 k blocks, in values (pairs are half as many): a pair row of a B panel is as long as a float32 row,
@@ -390,7 +328,7 @@ void gemm(std::int64_t M, std::int64_t N, std::int64_t K, T alpha, MatrixView<co
   }
   const GemmKernel<T>& kn = kernel ? *kernel : gemm_kernels<T>().back();
   // From here a bfloat16 operand (the fallback, without a dot kernel) is widened block by block as it is packed or
-  // read (widened() above): the float32 kernel then runs the float32 product's paths on the same values.
+  // read (widened(), gemm_scratch.h): the float32 kernel then runs the float32 product's paths on the same values.
   // The direct loop vectorises along a row of B: a small product with a transposed B (attention's q k^T) and a
   // row-major A is read in place with B packed instead.
   const bool small = N <= kSmallN && M * N * K <= kSmallWork;

@@ -75,7 +75,7 @@ template <class T, class TA>
 }
 
 // One thread runs the chunks itself, outside OpenMP: a parallel region of one thread still costs libgomp a team and a
-// futex wake (gemm.cpp's on_team), and a cached decode step makes a thin product per weight per token.
+// futex wake (on_team in gemm_team.h), and a cached decode step makes a thin product per weight per token.
 template <class T, class TA>
 [[gnu::always_inline]] inline void thin_impl(std::int64_t M, std::int64_t N, std::int64_t K, T alpha,
                                              const MatrixView<const TA>& a, const MatrixView<const TA>& b, T beta,

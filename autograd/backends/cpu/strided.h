@@ -12,8 +12,8 @@
 namespace stepformer::cpu {
 
 // Below this many elements a loop runs on one thread: starting a parallel region costs more. Such a loop runs outside
-// OpenMP altogether: a region with `if (false)` still costs libgomp a team and a futex wake at its end (gemm.cpp's
-// on_team), and a decode step runs hundreds of small ops per token.
+// OpenMP altogether: a region with `if (false)` still costs libgomp a team and a futex wake at its end (on_team in
+// gemm_team.h), and a decode step runs hundreds of small ops per token.
 inline constexpr std::int64_t kParallelGrain = 1 << 15;
 
 template <class T>
