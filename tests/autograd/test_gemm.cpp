@@ -436,10 +436,11 @@ namespace {
 // transposed and neither (a stride of 2 both ways); A as mc rows from row 7, column-major and row-major; odd k (a
 // bfloat16 pair's high half zero), panels cut short by the edge (their zeros), offsets into a padded operand.
 // `per` is how many k one packed word holds (2: bfloat16 pairs). pack_b(b, k0, kc, j0, n, dst),
-// pack_a(a, i0, mc, k0, kc, dst).
+// pack_a(a, i0, mc, k0, kc, dst). Where `several_panels`, pack_b is also given up to three panels' columns in one
+// call: both packings must then write what the portable packing writes one panel at a time, panel after panel.
 template <class W, class E, class PackB, class PortableB, class PackA, class PortableA>
-void check_packing(const std::vector<E>& mem, std::int64_t cols, int mr, int nr, int per, PackB pack_b,
-                   PortableB portable_b, PackA pack_a, PortableA portable_a) {
+void check_packing(const std::vector<E>& mem, std::int64_t cols, int mr, int nr, int per, bool several_panels,
+                   PackB pack_b, PortableB portable_b, PackA pack_a, PortableA portable_a) {
   auto same = [](auto pack_fast, auto pack_portable, std::int64_t words) {
     std::vector<W> fast(static_cast<std::size_t>(words) + 16), portable(fast.size());
     std::memset(fast.data(), 0xA5, fast.size() * sizeof(W));  // untouched words keep this pattern
@@ -451,13 +452,21 @@ void check_packing(const std::vector<E>& mem, std::int64_t cols, int mr, int nr,
   for (const std::int64_t kc : {1, 2, 7, 64, 257})
     for (const std::int64_t k0 : {0, 3}) {
       const std::int64_t kp = (kc + per - 1) / per;
-      for (const std::int64_t n : {1, 15, 16, 17, 31, 32})
+      std::vector<std::int64_t> widths{1, 15, 16, 17, 31, 32};
+      if (several_panels) widths.insert(widths.end(), {nr + 1, 2 * nr + 7});
+      for (const std::int64_t n : widths)
         for (const int layout : {0, 1, 2}) {
           const MatrixView<const E> b = layout == 0   ? MatrixView<const E>{mem.data(), cols, 1}
                                         : layout == 1 ? MatrixView<const E>{mem.data(), 1, cols}
                                                       : MatrixView<const E>{mem.data(), cols + 1, 2};
           INFO("B layout " << layout << " kc=" << kc << " k0=" << k0 << " n=" << n);
-          same([&](W* d) { pack_b(b, k0, kc, 5, n, d); }, [&](W* d) { portable_b(b, k0, kc, 5, n, d); }, kp * nr);
+          const auto panel_by_panel = [&](W* d) {
+            for (std::int64_t j = 0; j < n; j += nr, d += kp * nr)
+              portable_b(b, k0, kc, 5 + j, std::min(n - j, std::int64_t{nr}), d);
+          };
+          const std::int64_t words = (n + nr - 1) / nr * kp * nr;
+          same([&](W* d) { pack_b(b, k0, kc, 5, n, d); }, panel_by_panel, words);
+          if (n > nr) same([&](W* d) { portable_b(b, k0, kc, 5, n, d); }, panel_by_panel, words);
         }
       for (const std::int64_t mc : {1, 13, 14, 15, 29, 98})
         for (const bool column_major : {true, false}) {
@@ -484,7 +493,7 @@ TEST_CASE("bfloat16 packing in AVX-512 writes the portable packing's words, and 
   const std::vector<bfloat16> mem(values.begin(), values.end());
   using View = MatrixView<const bfloat16>;
   check_packing<std::uint32_t>(
-      mem, kPackCols, dot.mr, dot.nr, 2,
+      mem, kPackCols, dot.mr, dot.nr, 2, false,
       [&](const View& b, auto k0, auto kc, auto j0, auto n, std::uint32_t* d) {
         dot.pack_b(b, k0, kc, j0, n, dot.nr, d);
       },
@@ -502,7 +511,7 @@ TEST_CASE("bfloat16 packing in AVX-512 writes the portable packing's words, and 
 #endif
 }
 
-// The float32 kernels' own packing (gemm_avx512.cpp), value for value (bits).
+// The float32 kernels' own packing (gemm_avx512.cpp), value for value (bits), B several panels at a time too.
 TEST_CASE("float32 packing in a kernel's instruction set writes the portable packing's values, and nothing past them",
           "[gemm]") {
   const auto mem = random_values<float>(kPackRows * kPackCols, 22);
@@ -513,12 +522,12 @@ TEST_CASE("float32 packing in a kernel's instruction set writes the portable pac
     ++kernels_with_packing;
     INFO(kernel.name);
     check_packing<float>(
-        mem, kPackCols, kernel.mr, kernel.nr, 1,
+        mem, kPackCols, kernel.mr, kernel.nr, 1, true,
         [&](const View& b, auto k0, auto kc, auto j0, auto n, float* d) {
           kernel.pack_b(b, k0, kc, j0, n, kernel.nr, d);
         },
         [&](const View& b, auto k0, auto kc, auto j0, auto n, float* d) {
-          gemm_detail::pack_b_panel(b, k0, kc, j0, n, kernel.nr, d);
+          gemm_detail::pack_b_panels(b, k0, kc, j0, n, kernel.nr, d);
         },
         [&](const View& a, auto i0, auto mc, auto k0, auto kc, float* d) {
           kernel.pack_a(a, i0, mc, k0, kc, kernel.mr, d);

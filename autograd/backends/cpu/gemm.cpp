@@ -5,7 +5,7 @@
 //
 //   for jc in N by nc:              a kc x nc block of B, packed once, is shared by all threads (L3)
 //     for pc in K by kc:
-//       pack B[pc:pc+kc, jc:jc+nc] into nr-wide column panels
+//       pack B[pc:pc+kc, jc:jc+nc] into nr-wide column panels (each thread a run of panels, a row at a time)
 //       for ic in M by mc:          each thread packs its own mc x kc block of A (L2)
 //         pack A[ic:ic+mc, pc:pc+kc] into mr-tall row panels
 //         for jr in nc by nr:       one kc x nr panel of B (L1) is reused by every row panel of A
@@ -111,7 +111,9 @@ struct Blocking {
 constexpr auto kNothingToBegin = [] {};
 
 // C's type TC is T, or bfloat16 (K in one k block: the tiles are rounded as they are stored, by run()); run() takes
-// a tile of either type.
+// a tile of either type. pack_b(k0, kc, j0, n, dst) packs B's columns [j0, j0 + n) as nr-wide panels one after
+// another, kn.packed(kc) * nr elements apart (gemm_rows_in_place's: (kc + per - 1) / per * nr), each thread its
+// share of the panels in one call.
 template <class T, class P, class TC, class PackA, class PackB, class Run, class Begin>
 void blocked_gemm(std::int64_t M, std::int64_t N, std::int64_t K, T alpha, T beta, MatrixView<TC> c, int threads,
                   const Blocking& kn, PackA pack_a, PackB pack_b, Run run, Begin begin) {
@@ -135,8 +137,8 @@ void blocked_gemm(std::int64_t M, std::int64_t N, std::int64_t K, T alpha, T bet
         const std::int64_t kc = std::min(kn.kc, K - pc), kp = kn.packed(kc);
         const T beta_here = pc == 0 ? beta : T(1);  // later k blocks add to what the first wrote
         const std::int64_t groups = std::min(panels, groups_wanted);
-        for (auto [p, end] = static_share(panels, thread, team); p < end; ++p)
-          pack_b(pc, kc, jc + p * nr, std::min<std::int64_t>(nr, nc - p * nr), packed_b + p * kp * nr);
+        if (const auto [p, end] = static_share(panels, thread, team); p < end)
+          pack_b(pc, kc, jc + p * nr, std::min((end - p) * nr, nc - p * nr), packed_b + p * kp * nr);
         team_barrier(team);  // every panel of B packed before any is read
 
         std::int64_t packed_block = -1;
@@ -202,10 +204,8 @@ void gemm_rows_in_place(std::int64_t M, std::int64_t N, std::int64_t K, T alpha,
       const T beta_here = pc == 0 ? beta : T(1);
       for (std::int64_t p0 = 0; p0 < panels; p0 += block_panels) {
         const std::int64_t p1 = std::min(panels, p0 + block_panels);
-        for (auto [q, end] = static_share(p1 - p0, thread, team); q < end; ++q) {
-          const std::int64_t p = p0 + q;
-          pack_b(pc, kc, p * nr, std::min<std::int64_t>(nr, N - p * nr), packed_b + (p - p0) * kp * nr);
-        }
+        if (const auto [q, end] = static_share(p1 - p0, thread, team); q < end)
+          pack_b(pc, kc, (p0 + q) * nr, std::min((end - q) * nr, N - (p0 + q) * nr), packed_b + q * kp * nr);
         team_barrier(team);  // this block of B packed before any of it is read
         for (auto [ip, end] = static_share(row_panels, thread, team); ip < end; ++ip) {
           const std::int64_t i = ip * mr;
@@ -279,8 +279,11 @@ void dot_gemm(const gemm_detail::MicroKernelBf16& dot, std::int64_t M, std::int6
   const auto begin = [&dot] {
     if (dot.begin) dot.begin();
   };
+  const Blocking blocking{dot.mr, dot.nr, 2, dot.kp_multiple, dot.mc, kBf16Kc, 2048};
+  // A panel a call, blocking.packed(kc) pairs long (in place, too: its k blocks are whole steps of the kernel).
   const auto pack_b = [&](std::int64_t k0, std::int64_t kc, std::int64_t j0, std::int64_t n, std::uint32_t* dst) {
-    dot.pack_b(b, k0, kc, j0, n, dot.nr, dst);
+    for (std::int64_t j = 0; j < n; j += dot.nr, dst += blocking.packed(kc) * dot.nr)
+      dot.pack_b(b, k0, kc, j0 + j, std::min<std::int64_t>(dot.nr, n - j), dot.nr, dst);
   };
   if (dot_reads_a_in_place(dot, M, N, K, a, threads))
     return gemm_rows_in_place<float, std::uint32_t, false>(
@@ -293,7 +296,6 @@ void dot_gemm(const gemm_detail::MicroKernelBf16& dot, std::int64_t M, std::int6
           });
         },
         begin);
-  const Blocking blocking{dot.mr, dot.nr, 2, dot.kp_multiple, dot.mc, kBf16Kc, 2048};
   blocked_gemm<float, std::uint32_t>(
       M, N, K, alpha, beta, c, threads, blocking,
       [&](std::int64_t i0, std::int64_t mc, std::int64_t k0, std::int64_t kc, std::uint32_t* dst) {
@@ -334,9 +336,14 @@ void gemm(std::int64_t M, std::int64_t N, std::int64_t K, T alpha, MatrixView<co
   const bool small = N <= kSmallN && M * N * K <= kSmallWork;
   const bool direct = b.col_stride == 1 || a.col_stride != 1;
   if (!kernel && small && direct) return small_gemm(M, N, K, alpha, a, b, beta, c);
+  const std::int64_t widen_by = std::is_same_v<TA, T> ? N : kn.nr;  // a panel at a time: its float32 copy in L2
   const auto pack_b = [&](std::int64_t k0, std::int64_t kc, std::int64_t j0, std::int64_t n, T* dst) {
-    const MatrixView<const T> block = widened(b, k0, kc, j0, n);
-    kn.pack_b ? kn.pack_b(block, 0, kc, 0, n, kn.nr, dst) : gemm_detail::pack_b_panel(block, 0, kc, 0, n, kn.nr, dst);
+    for (std::int64_t j = 0, here; j < n; j += here, dst += kc * here) {
+      here = std::min(widen_by, n - j);
+      const MatrixView<const T> block = widened(b, k0, kc, j0 + j, here);
+      kn.pack_b ? kn.pack_b(block, 0, kc, 0, here, kn.nr, dst)
+                : gemm_detail::pack_b_panels(block, 0, kc, 0, here, kn.nr, dst);
+    }
   };
   if (!kernel && a.col_stride == 1 && (small || in_place_pays<T>(M, N, K, threads, kn.mr, kn.nr))) {
     // A row panel: its rows and their stride, A itself or its widened copy.

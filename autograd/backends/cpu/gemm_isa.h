@@ -15,7 +15,7 @@ struct MicroKernel {
   void (*run)(std::int64_t k, const T* a, const T* b, T* c, std::int64_t rs_c, T alpha, T beta);
   void (*run_rows)(std::int64_t k, const T* a, std::int64_t lda, int m, const T* b, T* c, std::int64_t rs_c, T alpha,
                    T beta);
-  // gemm_pack.h's pack_a and pack_b_panel in this instruction set's vectors (the same values), or null: those.
+  // gemm_pack.h's pack_a and pack_b_panels in this instruction set's vectors (the same values), or null: those.
   void (*pack_a)(const MatrixView<const T>& a, std::int64_t i0, std::int64_t mc, std::int64_t k0, std::int64_t kc,
                  int mr, T* dst) = nullptr;
   void (*pack_b)(const MatrixView<const T>& b, std::int64_t k0, std::int64_t kc, std::int64_t j0, std::int64_t n,

@@ -1,6 +1,6 @@
 // Thin products: A with a few rows, as in a decode step with the KV cache (chapter 12), where one token's
 // activations meet each weight matrix. The blocked GEMM packs B (reads it, writes it again) and then reads the
-// packed copy, all for M rows of arithmetic: the cached decode step spent 53% of its time in pack_b_panel. Here
+// packed copy, all for M rows of arithmetic: the cached decode step spent 53% of its time in pack_b_panels. Here
 // B is read once, in the direction it lies in memory: along k when B is a transposed weight (x @ W^T: each
 // column of C is a dot product of A's row with a row of W), else along n (a row of C grows by a[i, k] times
 // row k of B). The compiler vectorises both loops (omp simd; a float32 sum in a vector of partial sums, whose
