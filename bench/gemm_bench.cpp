@@ -9,7 +9,10 @@
 // where it has both, the vdpbf16ps kernel is timed too ("x vdpbf16ps" = its time / ours).
 // STEPFORMER_NO_BF16_DOT=1 times the widening fallback, STEPFORMER_NO_AMX=1 the vdpbf16ps kernel alone.
 //
-//   build/release/bin/gemm_bench [--json FILE] [--double] [--bf16] [--quick]
+// --cold: float32 only; 64 MB are written ahead of each timed run, so that A and B come from memory, as a training
+// step's operands do (a weight gradient's activations were written during the forward pass), not from cache.
+//
+//   build/release/bin/gemm_bench [--json FILE] [--double] [--bf16] [--quick] [--cold]
 #include <cblas.h>
 #include <dnnl.h>
 
@@ -100,8 +103,14 @@ const std::vector<Case> kLmStepShapes = {
     {64, 2048, 256, "LM dW k dY^T X", false, true}, {688, 2048, 256, "LM dW in dY^T X", false, true},
     {2000, 2048, 256, "LM dE dY^T X", false, true}, {256, 2048, 688, "LM dW out dY^T X", false, true}};
 
+// More bytes than this CPU's caches hold (L3: 32 MB on Zen 3, 4 and 5), written once per --cold run.
+void evict_caches() {
+  static std::vector<char> bytes(64 << 20);
+  for (std::size_t i = 0; i < bytes.size(); i += 64) ++bytes[i];
+}
+
 template <class T>
-int run(const std::string& json_path, bool quick) {
+int run(const std::string& json_path, bool quick, bool cold) {
   std::vector<Case> cases = {{256, 256, 256, "square"},
                              {512, 512, 512, "square"},
                              {1024, 1024, 1024, "square"},
@@ -115,8 +124,9 @@ int run(const std::string& json_path, bool quick) {
   const dnnl_version_t* dnnl = dnnl_version();
   fmt::print(
       "GEMM {} (C[M,N] = A[M,K] @ B[K,N], row-major unless the shape says), kernel '{}', oneDNN {}.{}.{}, {} "
-      "OpenBLAS\n",
-      type, cpu::gemm_kernels<T>().back().name, dnnl->major, dnnl->minor, dnnl->patch, openblas_get_config());
+      "OpenBLAS{}\n",
+      type, cpu::gemm_kernels<T>().back().name, dnnl->major, dnnl->minor, dnnl->patch, openblas_get_config(),
+      cold ? ", operands from memory (--cold)" : "");
   fmt::print("{:>18} {:>16} {:>7} {:>10} {:>10} {:>10} {:>9} {:>9}\n", "shape MxKxN", "", "threads", "ours GF/s",
              "oneDNN", "OpenBLAS", "x oneDNN", "x OpenBLAS");
   std::string json = "[";
@@ -131,7 +141,10 @@ int run(const std::string& json_path, bool quick) {
     const double flops = 2.0 * static_cast<double>(c.m) * static_cast<double>(c.n) * static_cast<double>(c.k);
     for (const int threads : {1, 2}) {
       openblas_set_num_threads(threads);
-      const auto [t_ours, t_blas, t_dnn] = bench::best_of_rotation(
+      const auto [t_ours, t_blas, t_dnn] = bench::best_of_rotation_after(
+          [cold] {
+            if (cold) evict_caches();
+          },
           3, quick ? 0.6 : 3.0,
           [&] {
             cpu::gemm<T>(c.m, c.n, c.k, T(1), {a.data(), rs_a, cs_a}, {b.data(), rs_b, cs_b}, T(0),
@@ -283,7 +296,7 @@ int run_bf16(const std::string& json_path, bool quick) {
 
 int main(int argc, char** argv) {
   std::string json;
-  bool dbl = false, bf16 = false, quick = false;
+  bool dbl = false, bf16 = false, quick = false, cold = false;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--json") && i + 1 < argc)
       json = argv[++i];
@@ -293,11 +306,17 @@ int main(int argc, char** argv) {
       bf16 = true;
     else if (!std::strcmp(argv[i], "--quick"))
       quick = true;
+    else if (!std::strcmp(argv[i], "--cold"))
+      cold = true;
     else {
-      fmt::print(stderr, "usage: gemm_bench [--json FILE] [--double] [--bf16] [--quick]\n");
+      fmt::print(stderr, "usage: gemm_bench [--json FILE] [--double] [--bf16] [--quick] [--cold]\n");
       return 2;
     }
   }
+  if (cold && (bf16 || dbl)) {
+    fmt::print(stderr, "gemm_bench: --cold times float32 products only (not with --bf16 or --double)\n");
+    return 2;
+  }
   if (bf16) return run_bf16(json, quick);
-  return dbl ? run<double>(json, quick) : run<float>(json, quick);
+  return dbl ? run<double>(json, quick, false) : run<float>(json, quick, cold);
 }
