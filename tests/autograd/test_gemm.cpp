@@ -435,9 +435,10 @@ namespace {
 // checks that both wrote the same bits everywhere: B as kc rows from k0 and n columns from column 5, row-major,
 // transposed and neither (a stride of 2 both ways); A as mc rows from row 7, column-major and row-major; odd k (a
 // bfloat16 pair's high half zero), panels cut short by the edge (their zeros), offsets into a padded operand.
-// `per` is how many k one packed word holds (2: bfloat16 pairs). pack_b(b, k0, kc, j0, n, dst),
+// `per` is how many k one packed word holds (2: bfloat16 pairs). pack_b(b, k0, kc, j0, n, dst, ld),
 // pack_a(a, i0, mc, k0, kc, dst). Where `several_panels`, pack_b is also given up to three panels' columns in one
-// call: both packings must then write what the portable packing writes one panel at a time, panel after panel.
+// call, their panels `ld` = 5 rows further apart than they are long: both packings must then write what the
+// portable packing writes one panel at a time, panel after panel, and leave the gaps alone.
 template <class W, class E, class PackB, class PortableB, class PackA, class PortableA>
 void check_packing(const std::vector<E>& mem, std::int64_t cols, int mr, int nr, int per, bool several_panels,
                    PackB pack_b, PortableB portable_b, PackA pack_a, PortableA portable_a) {
@@ -460,13 +461,14 @@ void check_packing(const std::vector<E>& mem, std::int64_t cols, int mr, int nr,
                                         : layout == 1 ? MatrixView<const E>{mem.data(), 1, cols}
                                                       : MatrixView<const E>{mem.data(), cols + 1, 2};
           INFO("B layout " << layout << " kc=" << kc << " k0=" << k0 << " n=" << n);
+          const std::int64_t ld = (kp + (several_panels ? 5 : 0)) * nr;
           const auto panel_by_panel = [&](W* d) {
-            for (std::int64_t j = 0; j < n; j += nr, d += kp * nr)
-              portable_b(b, k0, kc, 5 + j, std::min(n - j, std::int64_t{nr}), d);
+            for (std::int64_t j = 0; j < n; j += nr, d += ld)
+              portable_b(b, k0, kc, 5 + j, std::min(n - j, std::int64_t{nr}), d, ld);
           };
-          const std::int64_t words = (n + nr - 1) / nr * kp * nr;
-          same([&](W* d) { pack_b(b, k0, kc, 5, n, d); }, panel_by_panel, words);
-          if (n > nr) same([&](W* d) { portable_b(b, k0, kc, 5, n, d); }, panel_by_panel, words);
+          const std::int64_t words = (n + nr - 1) / nr * ld;
+          same([&](W* d) { pack_b(b, k0, kc, 5, n, d, ld); }, panel_by_panel, words);
+          if (n > nr) same([&](W* d) { portable_b(b, k0, kc, 5, n, d, ld); }, panel_by_panel, words);
         }
       for (const std::int64_t mc : {1, 13, 14, 15, 29, 98})
         for (const bool column_major : {true, false}) {
@@ -494,10 +496,10 @@ TEST_CASE("bfloat16 packing in AVX-512 writes the portable packing's words, and 
   using View = MatrixView<const bfloat16>;
   check_packing<std::uint32_t>(
       mem, kPackCols, dot.mr, dot.nr, 2, false,
-      [&](const View& b, auto k0, auto kc, auto j0, auto n, std::uint32_t* d) {
-        dot.pack_b(b, k0, kc, j0, n, dot.nr, d);
+      [&](const View& b, auto k0, auto kc, auto j0, auto n, std::uint32_t* d, std::int64_t) {
+        dot.pack_b(b, k0, kc, j0, n, dot.nr, d);  // one panel a call: no ld
       },
-      [&](const View& b, auto k0, auto kc, auto j0, auto n, std::uint32_t* d) {
+      [&](const View& b, auto k0, auto kc, auto j0, auto n, std::uint32_t* d, std::int64_t) {
         gemm_detail::pack_b_pairs(b, k0, kc, j0, n, dot.nr, d);
       },
       [&](const View& a, auto i0, auto mc, auto k0, auto kc, std::uint32_t* d) {
@@ -523,11 +525,11 @@ TEST_CASE("float32 packing in a kernel's instruction set writes the portable pac
     INFO(kernel.name);
     check_packing<float>(
         mem, kPackCols, kernel.mr, kernel.nr, 1, true,
-        [&](const View& b, auto k0, auto kc, auto j0, auto n, float* d) {
-          kernel.pack_b(b, k0, kc, j0, n, kernel.nr, d);
+        [&](const View& b, auto k0, auto kc, auto j0, auto n, float* d, std::int64_t ld) {
+          kernel.pack_b(b, k0, kc, j0, n, kernel.nr, d, ld);
         },
-        [&](const View& b, auto k0, auto kc, auto j0, auto n, float* d) {
-          gemm_detail::pack_b_panels(b, k0, kc, j0, n, kernel.nr, d);
+        [&](const View& b, auto k0, auto kc, auto j0, auto n, float* d, std::int64_t ld) {
+          gemm_detail::pack_b_panels(b, k0, kc, j0, n, kernel.nr, d, ld);
         },
         [&](const View& a, auto i0, auto mc, auto k0, auto kc, float* d) {
           kernel.pack_a(a, i0, mc, k0, kc, kernel.mr, d);

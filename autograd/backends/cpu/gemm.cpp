@@ -5,7 +5,7 @@
 //
 //   for jc in N by nc:              a kc x nc block of B, packed once, is shared by all threads (L3)
 //     for pc in K by kc:
-//       pack B[pc:pc+kc, jc:jc+nc] into nr-wide column panels (each thread a run of panels, a row at a time)
+//       pack B[pc:pc+kc, jc:jc+nc] into nr-wide column panels (a row-major B a row at a time)
 //       for ic in M by mc:          each thread packs its own mc x kc block of A (L2)
 //         pack A[ic:ic+mc, pc:pc+kc] into mr-tall row panels
 //         for jr in nc by nr:       one kc x nr panel of B (L1) is reused by every row panel of A
@@ -21,8 +21,6 @@
 // C (fewer than nr columns, or fewer than mr rows of a packed panel) and C with non-unit column stride go through a
 // small buffer.
 #include "gemm.h"
-
-#include <omp.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -46,7 +44,7 @@ namespace stepformer::cpu {
 namespace {
 
 using gemm_detail::on_team, gemm_detail::scratch, gemm_detail::static_share, gemm_detail::team_barrier,
-    gemm_detail::widened;
+    gemm_detail::team_size, gemm_detail::widened;
 
 template <class T>
 void scale(std::int64_t M, std::int64_t N, T beta, MatrixView<T> c) {
@@ -87,13 +85,6 @@ void write_edge(const T* tile, int nr, std::int64_t m, std::int64_t n, T alpha, 
 // and of tiles stored in bfloat16.
 constexpr int kMaxTile = 32 * 32;
 
-// How many threads a product of M x N x K gets (0: OpenMP's default): a thread is worth starting for about a
-// million multiply-adds (~10 us); below that, fewer threads.
-int team_size(std::int64_t M, std::int64_t N, std::int64_t K, int threads) {
-  if (threads <= 0) threads = omp_get_max_threads();
-  return static_cast<int>(std::clamp<std::int64_t>(M * N * K / (1 << 20), 1, threads));
-}
-
 // bfloat16 k blocks, in values (pairs are half as many): a pair row of a B panel is as long as a float32 row,
 // so 2048 values take the bytes of the float32 AVX-512 kernel's 1024.
 constexpr std::int64_t kBf16Kc = 2048;
@@ -111,9 +102,8 @@ struct Blocking {
 constexpr auto kNothingToBegin = [] {};
 
 // C's type TC is T, or bfloat16 (K in one k block: the tiles are rounded as they are stored, by run()); run() takes
-// a tile of either type. pack_b(k0, kc, j0, n, dst) packs B's columns [j0, j0 + n) as nr-wide panels one after
-// another, kn.packed(kc) * nr elements apart (gemm_rows_in_place's: (kc + per - 1) / per * nr), each thread its
-// share of the panels in one call.
+// a tile of either type. pack_b(k0, kc, j0, n, dst, ld, thread, team) packs this thread's share of B's columns
+// [j0, j0 + n) into nr-wide panels `ld` elements apart (gemm_rows_in_place's too).
 template <class T, class P, class TC, class PackA, class PackB, class Run, class Begin>
 void blocked_gemm(std::int64_t M, std::int64_t N, std::int64_t K, T alpha, T beta, MatrixView<TC> c, int threads,
                   const Blocking& kn, PackA pack_a, PackB pack_b, Run run, Begin begin) {
@@ -137,8 +127,7 @@ void blocked_gemm(std::int64_t M, std::int64_t N, std::int64_t K, T alpha, T bet
         const std::int64_t kc = std::min(kn.kc, K - pc), kp = kn.packed(kc);
         const T beta_here = pc == 0 ? beta : T(1);  // later k blocks add to what the first wrote
         const std::int64_t groups = std::min(panels, groups_wanted);
-        if (const auto [p, end] = static_share(panels, thread, team); p < end)
-          pack_b(pc, kc, jc + p * nr, std::min((end - p) * nr, nc - p * nr), packed_b + p * kp * nr);
+        pack_b(pc, kc, jc, nc, packed_b, kp * nr, thread, team);
         team_barrier(team);  // every panel of B packed before any is read
 
         std::int64_t packed_block = -1;
@@ -170,10 +159,6 @@ void blocked_gemm(std::int64_t M, std::int64_t N, std::int64_t K, T alpha, T bet
   });
 }
 
-}  // namespace
-
-namespace {
-
 // A row-major A read in place, only B packed, as oneDNN does: threads split A's row panels. It pays where packing
 // A costs about as much as the products each of its values feeds: a thin N (attention's weights @ V: N = 64), and a
 // K short enough that a row panel of A (mr rows of K: 28 KB for 14 rows of 1024 bfloat16 or 512 float32 values)
@@ -204,8 +189,7 @@ void gemm_rows_in_place(std::int64_t M, std::int64_t N, std::int64_t K, T alpha,
       const T beta_here = pc == 0 ? beta : T(1);
       for (std::int64_t p0 = 0; p0 < panels; p0 += block_panels) {
         const std::int64_t p1 = std::min(panels, p0 + block_panels);
-        if (const auto [q, end] = static_share(p1 - p0, thread, team); q < end)
-          pack_b(pc, kc, (p0 + q) * nr, std::min((end - q) * nr, N - (p0 + q) * nr), packed_b + q * kp * nr);
+        pack_b(pc, kc, p0 * nr, std::min(N, p1 * nr) - p0 * nr, packed_b, kp * nr, thread, team);
         team_barrier(team);  // this block of B packed before any of it is read
         for (auto [ip, end] = static_share(row_panels, thread, team); ip < end; ++ip) {
           const std::int64_t i = ip * mr;
@@ -279,11 +263,10 @@ void dot_gemm(const gemm_detail::MicroKernelBf16& dot, std::int64_t M, std::int6
   const auto begin = [&dot] {
     if (dot.begin) dot.begin();
   };
-  const Blocking blocking{dot.mr, dot.nr, 2, dot.kp_multiple, dot.mc, kBf16Kc, 2048};
-  // A panel a call, blocking.packed(kc) pairs long (in place, too: its k blocks are whole steps of the kernel).
-  const auto pack_b = [&](std::int64_t k0, std::int64_t kc, std::int64_t j0, std::int64_t n, std::uint32_t* dst) {
-    for (std::int64_t j = 0; j < n; j += dot.nr, dst += blocking.packed(kc) * dot.nr)
-      dot.pack_b(b, k0, kc, j0 + j, std::min<std::int64_t>(dot.nr, n - j), dot.nr, dst);
+  const auto pack_b = [&](std::int64_t k0, std::int64_t kc, std::int64_t j0, std::int64_t n, std::uint32_t* dst,
+                          std::int64_t ld, int thread, int team) {  // by panels, one a call
+    for (auto [p, end] = static_share((n + dot.nr - 1) / dot.nr, thread, team); p < end; ++p)
+      dot.pack_b(b, k0, kc, j0 + p * dot.nr, std::min<std::int64_t>(dot.nr, n - p * dot.nr), dot.nr, dst + p * ld);
   };
   if (dot_reads_a_in_place(dot, M, N, K, a, threads))
     return gemm_rows_in_place<float, std::uint32_t, false>(
@@ -296,6 +279,7 @@ void dot_gemm(const gemm_detail::MicroKernelBf16& dot, std::int64_t M, std::int6
           });
         },
         begin);
+  const Blocking blocking{dot.mr, dot.nr, 2, dot.kp_multiple, dot.mc, kBf16Kc, 2048};
   blocked_gemm<float, std::uint32_t>(
       M, N, K, alpha, beta, c, threads, blocking,
       [&](std::int64_t i0, std::int64_t mc, std::int64_t k0, std::int64_t kc, std::uint32_t* dst) {
@@ -336,14 +320,25 @@ void gemm(std::int64_t M, std::int64_t N, std::int64_t K, T alpha, MatrixView<co
   const bool small = N <= kSmallN && M * N * K <= kSmallWork;
   const bool direct = b.col_stride == 1 || a.col_stride != 1;
   if (!kernel && small && direct) return small_gemm(M, N, K, alpha, a, b, beta, c);
-  const std::int64_t widen_by = std::is_same_v<TA, T> ? N : kn.nr;  // a panel at a time: its float32 copy in L2
-  const auto pack_b = [&](std::int64_t k0, std::int64_t kc, std::int64_t j0, std::int64_t n, T* dst) {
-    for (std::int64_t j = 0, here; j < n; j += here, dst += kc * here) {
-      here = std::min(widen_by, n - j);
-      const MatrixView<const T> block = widened(b, k0, kc, j0 + j, here);
-      kn.pack_b ? kn.pack_b(block, 0, kc, 0, here, kn.nr, dst)
-                : gemm_detail::pack_b_panels(block, 0, kc, 0, here, kn.nr, dst);
+  const int nr = kn.nr;
+  const auto pack = [&](std::int64_t k0, std::int64_t kc, std::int64_t j0, std::int64_t n, T* dst, std::int64_t ld) {
+    const MatrixView<const T> block = widened(b, k0, kc, j0, n);
+    kn.pack_b ? kn.pack_b(block, 0, kc, 0, n, nr, dst, ld)
+              : gemm_detail::pack_b_panels(block, 0, kc, 0, n, nr, dst, ld);
+  };
+  // This thread's share: a row-major float32 B by rows, so that each thread streams whole rows (docs/performance.md,
+  // "A row-major B, a row at a time"); otherwise by panels, a bfloat16 B widened one at a time (its copy in L2).
+  const auto pack_b = [&](std::int64_t k0, std::int64_t kc, std::int64_t j0, std::int64_t n, T* dst, std::int64_t ld,
+                          int thread, int team) {
+    constexpr bool same_type = std::is_same_v<TA, T>;
+    if (same_type && b.col_stride == 1) {
+      const auto [k, end] = static_share(kc, thread, team);
+      return pack(k0 + k, end - k, j0, n, dst + k * nr, ld);
     }
+    const auto [p, end] = static_share((n + nr - 1) / nr, thread, team);
+    const std::int64_t run = same_type ? end - p : 1;
+    for (std::int64_t q = p; q < end; q += run)
+      pack(k0, kc, j0 + q * nr, std::min(run * nr, n - q * nr), dst + q * ld, ld);
   };
   if (!kernel && a.col_stride == 1 && (small || in_place_pays<T>(M, N, K, threads, kn.mr, kn.nr))) {
     // A row panel: its rows and their stride, A itself or its widened copy.

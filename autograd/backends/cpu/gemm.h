@@ -32,11 +32,12 @@ struct GemmKernel {
   // not stored (C's rows past m are left as they are).
   void (*run_rows)(std::int64_t k, const T* a, std::int64_t lda, int m, const T* b, T* c, std::int64_t rs_c, T alpha,
                    T beta);
-  // Packing in the kernel's instruction set (gemm_isa.h), or null: gemm_pack.h's loops.
+  // Packing in the kernel's instruction set (gemm_isa.h), or null: gemm_pack.h's loops (pack_b: its panels `ld`
+  // values apart).
   void (*pack_a)(const MatrixView<const T>& a, std::int64_t i0, std::int64_t mc, std::int64_t k0, std::int64_t kc,
                  int mr, T* dst) = nullptr;
   void (*pack_b)(const MatrixView<const T>& b, std::int64_t k0, std::int64_t kc, std::int64_t j0, std::int64_t n,
-                 int nr, T* dst) = nullptr;
+                 int nr, T* dst, std::int64_t ld) = nullptr;
 };
 
 // The kernels this CPU can run, fastest last; gemm() uses the last one unless told otherwise.

@@ -46,15 +46,15 @@ void transpose_floats(const float* line0, std::int64_t stride, std::int64_t line
 }
 
 void pack_b_f32(const MatrixView<const float>& b, std::int64_t k0, std::int64_t kc, std::int64_t j0, std::int64_t n,
-                int nr, float* dst) {
-  if (nr % 16 != 0) return pack_b_panels(b, k0, kc, j0, n, nr, dst);
+                int nr, float* dst, std::int64_t ld) {
+  if (nr % 16 != 0) return pack_b_panels(b, k0, kc, j0, n, nr, dst, ld);
   const std::int64_t panels = (n + nr - 1) / nr;
   if (b.col_stride == 1) {  // a row at a time for all of the panels, as pack_b_panels does
     for (std::int64_t k = 0; k < kc; ++k) {
       const float* src = b.data + (k0 + k) * b.row_stride + j0;
       for (std::int64_t p = 0; p < panels; ++p)
         for (int j = 0; j < nr; j += 16)
-          _mm512_storeu_ps(dst + (p * kc + k) * nr + j,
+          _mm512_storeu_ps(dst + p * ld + k * nr + j,
                            _mm512_maskz_loadu_ps(first_lanes(n - p * nr - j), src + p * nr + j));
     }
     return;
@@ -63,10 +63,10 @@ void pack_b_f32(const MatrixView<const float>& b, std::int64_t k0, std::int64_t 
     for (std::int64_t p = 0; p < panels; ++p)
       for (int j = 0; j < nr; j += 16)
         transpose_floats(b.data + k0 + (j0 + p * nr + j) * b.col_stride, b.col_stride, n - p * nr - j, kc, nr,
-                         dst + p * kc * nr + j, 0xFFFF);
+                         dst + p * ld + j, 0xFFFF);
     return;
   }
-  pack_b_panels(b, k0, kc, j0, n, nr, dst);
+  pack_b_panels(b, k0, kc, j0, n, nr, dst, ld);
 }
 
 void pack_a_f32(const MatrixView<const float>& a, std::int64_t i0, std::int64_t mc, std::int64_t k0, std::int64_t kc,

@@ -19,7 +19,7 @@ struct MicroKernel {
   void (*pack_a)(const MatrixView<const T>& a, std::int64_t i0, std::int64_t mc, std::int64_t k0, std::int64_t kc,
                  int mr, T* dst) = nullptr;
   void (*pack_b)(const MatrixView<const T>& b, std::int64_t k0, std::int64_t kc, std::int64_t j0, std::int64_t n,
-                 int nr, T* dst) = nullptr;
+                 int nr, T* dst, std::int64_t ld) = nullptr;
 };
 
 // bfloat16 operands in pairs along k (one 32-bit word: k even in the low half, k odd in the high half, as

@@ -10,19 +10,19 @@
 
 namespace stepformer::cpu::gemm_detail {
 
-// B[k0:k0+kc, j0:j0+n] -> panels of nr columns, one after another (kc * nr values each): panel p holds, for each
-// k, its nr values (zero past the n columns). A row-major B is read a row at a time for all of its panels: one
+// B[k0:k0+kc, j0:j0+n] -> panels of nr columns, `ld` values apart (at least kc * nr): panel p holds, for each k,
+// its nr values (zero past the n columns). A row-major B is read a row at a time for all of its panels: one
 // straight from memory (a weight gradient's activations) then streams in order, where a panel at a time strode
-// down it, 128 bytes from each row (docs/performance.md, "Packing in AVX-512").
+// down it, 128 bytes from each row (docs/performance.md, "A row-major B, a row at a time").
 template <class T, class TA>
 inline void pack_b_panels(const MatrixView<const TA>& b, std::int64_t k0, std::int64_t kc, std::int64_t j0,
-                          std::int64_t n, int nr, T* dst) {
+                          std::int64_t n, int nr, T* dst, std::int64_t ld) {
   const std::int64_t panels = (n + nr - 1) / nr;
   if (b.col_stride == 1) {
     for (std::int64_t k = 0; k < kc; ++k) {
       const TA* src = b.data + (k0 + k) * b.row_stride + j0;
       for (std::int64_t p = 0; p < panels; ++p) {
-        T* row = dst + (p * kc + k) * nr;
+        T* row = dst + p * ld + k * nr;
         const std::int64_t here = std::min<std::int64_t>(nr, n - p * nr);
         std::int64_t j = 0;
         for (; j < here; ++j) row[j] = static_cast<T>(src[p * nr + j]);
@@ -32,7 +32,7 @@ inline void pack_b_panels(const MatrixView<const TA>& b, std::int64_t k0, std::i
     return;
   }
   // A transposed or strided B: walk each column down its own stride.
-  for (std::int64_t p = 0; p < panels; ++p, dst += kc * nr)
+  for (std::int64_t p = 0; p < panels; ++p, dst += ld)
     for (std::int64_t j = 0; j < nr; ++j) {
       if (p * nr + j >= n) {
         for (std::int64_t k = 0; k < kc; ++k) dst[k * nr + j] = T(0);

@@ -7,6 +7,13 @@
 
 namespace stepformer::cpu::gemm_detail {
 
+// How many threads a product of M x N x K gets (0: OpenMP's default): a thread is worth starting for about a
+// million multiply-adds (~10 us); below that, fewer threads.
+inline int team_size(std::int64_t M, std::int64_t N, std::int64_t K, int threads) {
+  if (threads <= 0) threads = omp_get_max_threads();
+  return static_cast<int>(std::clamp<std::int64_t>(M * N * K / (1 << 20), 1, threads));
+}
+
 // body(thread, team) on `threads` OpenMP threads, or on the calling thread alone, outside OpenMP, for one: a parallel
 // region costs libgomp a team and a futex wake at each barrier even when it has one thread (`if (false)`) or is
 // nested in another (attention's per-head products): three system calls a product, each about as long as a 64 x 64
