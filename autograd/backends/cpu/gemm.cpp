@@ -327,18 +327,15 @@ void gemm(std::int64_t M, std::int64_t N, std::int64_t K, T alpha, MatrixView<co
               : gemm_detail::pack_b_panels(block, 0, kc, 0, n, nr, dst, ld);
   };
   // This thread's share: a row-major float32 B by rows, so that each thread streams whole rows (docs/performance.md,
-  // "A row-major B, a row at a time"); otherwise by panels, a bfloat16 B widened one at a time (its copy in L2).
+  // "A row-major B, a row at a time"); otherwise a panel a call (a bfloat16 B's widened copy then stays in L2).
   const auto pack_b = [&](std::int64_t k0, std::int64_t kc, std::int64_t j0, std::int64_t n, T* dst, std::int64_t ld,
                           int thread, int team) {
-    constexpr bool same_type = std::is_same_v<TA, T>;
-    if (same_type && b.col_stride == 1) {
+    if (std::is_same_v<TA, T> && b.col_stride == 1) {
       const auto [k, end] = static_share(kc, thread, team);
       return pack(k0 + k, end - k, j0, n, dst + k * nr, ld);
     }
-    const auto [p, end] = static_share((n + nr - 1) / nr, thread, team);
-    const std::int64_t run = same_type ? end - p : 1;
-    for (std::int64_t q = p; q < end; q += run)
-      pack(k0, kc, j0 + q * nr, std::min(run * nr, n - q * nr), dst + q * ld, ld);
+    for (auto [p, end] = static_share((n + nr - 1) / nr, thread, team); p < end; ++p)
+      pack(k0, kc, j0 + p * nr, std::min<std::int64_t>(nr, n - p * nr), dst + p * ld, ld);
   };
   if (!kernel && a.col_stride == 1 && (small || in_place_pays<T>(M, N, K, threads, kn.mr, kn.nr))) {
     // A row panel: its rows and their stride, A itself or its widened copy.

@@ -21,9 +21,31 @@ T* ptr(const TensorDesc& d) {
   return static_cast<T*>(d.data);
 }
 
+// body(i) for i in [0, n), over OpenMP threads when `parallel`. An exception must not leave an OpenMP
+// region (that is std::terminate, a crash): the first one thrown is kept and rethrown after the loop.
+// (The cross-entropy and RMSNorm rows are exercises: a workspace's unsolved stub throws from inside a row.)
+template <class Body>
+void parallel_for_rethrow(std::int64_t n, bool parallel, Body&& body) {
+  if (!parallel) {  // outside OpenMP: an exception simply propagates
+    for (std::int64_t i = 0; i < n; ++i) body(i);
+    return;
+  }
+  std::exception_ptr error;
+#pragma omp parallel for schedule(static)
+  for (std::int64_t i = 0; i < n; ++i) {
+    try {
+      body(i);
+    } catch (...) {
+#pragma omp critical(stepformer_rethrow)
+      if (!error) error = std::current_exception();
+    }
+  }
+  if (error) std::rethrow_exception(error);
+}
+
 // Visits every element of K operands that share shape(d[0]). The last dim is the inner loop:
 // body(offsets, inner_strides, inner_count) handles one row, offsets in elements per operand.
-// Rows are spread over OpenMP threads when the tensor is large.
+// Rows are spread over OpenMP threads when the tensor is large (an exception in one is rethrown after the loop).
 template <std::size_t K, class Body>
 void for_each_row(const std::array<const TensorDesc*, K>& d, Body&& body) {
   const TensorDesc& s = *d[0];
@@ -49,34 +71,7 @@ void for_each_row(const std::array<const TensorDesc*, K>& d, Body&& body) {
     }
     body(base, step, inner);
   };
-  if (n < kParallelGrain) {
-    for (std::int64_t row = 0; row < outer; ++row) visit(row);
-    return;
-  }
-#pragma omp parallel for schedule(static)
-  for (std::int64_t row = 0; row < outer; ++row) visit(row);
-}
-
-// body(i) for i in [0, n), over OpenMP threads when `parallel`. An exception must not leave an OpenMP
-// region (that is std::terminate, a crash): the first one thrown is kept and rethrown after the loop.
-// (The cross-entropy and RMSNorm rows are exercises: a workspace's unsolved stub throws from inside a row.)
-template <class Body>
-void parallel_for_rethrow(std::int64_t n, bool parallel, Body&& body) {
-  if (!parallel) {  // outside OpenMP: an exception simply propagates
-    for (std::int64_t i = 0; i < n; ++i) body(i);
-    return;
-  }
-  std::exception_ptr error;
-#pragma omp parallel for schedule(static)
-  for (std::int64_t i = 0; i < n; ++i) {
-    try {
-      body(i);
-    } catch (...) {
-#pragma omp critical(stepformer_rethrow)
-      if (!error) error = std::current_exception();
-    }
-  }
-  if (error) std::rethrow_exception(error);
+  parallel_for_rethrow(outer, n >= kParallelGrain, visit);
 }
 
 }  // namespace stepformer::cpu
