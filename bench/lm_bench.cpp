@@ -7,7 +7,7 @@
 //
 //   build/bench/bin/lm_bench [--block llama|2017|2017+CHANGE] [--threads N] [--steps N] [--precision fp32|bf16]
 //                            [--device cpu|cuda|cuda-sim] [--tokens N]
-// On a GPU the step's time includes the wait for its loss (LMTrainer::step reads it): the GPU's work, not only
+// On a GPU the step's time includes the wait for its loss (the timed step reads it): the GPU's work, not only
 // its launches; MFU is printed for the CPU only (cpu/peak.h measures the CPU's peak).
 #include <fmt/format.h>
 #include <omp.h>
@@ -64,7 +64,7 @@ int main(int argc, char** argv) {
   trainer.step(batch);  // warm-up: first touch of every buffer
   double best = 1e30, total = 0;
   for (int s = 0; s < steps; ++s) {
-    const double t = bench::seconds([&] { trainer.step(batch); });
+    const double t = bench::seconds([&] { trainer.step(batch).item(); });
     best = std::min(best, t);
     total += t;
   }

@@ -77,10 +77,15 @@ Run train_run(const Options& o, const Corpus& c, LanguageModel& model, std::uint
   sf::Generator data_gen(seed + 1000);
   const auto start = Clock::now();
   double flops = 0;
+  std::vector<sf::Tensor> unread;  // the losses on the model's device, read only when printed: a read waits for a GPU
   for (std::int64_t s = 1; s <= o.steps; ++s) {
-    run.train.push_back(trainer.step(random_windows(c.train, o.batch, o.seq_len, data_gen)));
+    unread.push_back(trainer.step(random_windows(c.train, o.batch, o.seq_len, data_gen)));
     flops += 3 * lm_forward_flops(model.cfg, o.batch, o.seq_len);
     const bool validate_now = s % o.valid_every == 0 || s == o.steps;
+    if (validate_now || s % 25 == 0) {
+      for (const sf::Tensor& loss : unread) run.train.push_back(loss.item());
+      unread.clear();
+    }
     std::string extra;
     if (validate_now) {
       const auto [nats, bpb] = validate(o, c, model);

@@ -12,7 +12,7 @@ LMTrainer::LMTrainer(LanguageModel& model, const LMTrainOptions& o)
       optimizer_(model.named_parameters(), nn::Adam::Options{o.lr, 0.9, 0.95, 1e-8, 0.0}),
       schedule_{o.lr, o.warmup, o.total_steps, o.lr / 10} {}
 
-double LMTrainer::step(const LMBatch& batch) {
+Tensor LMTrainer::step(const LMBatch& batch) {
   model_.train();
   optimizer_.zero_grad();
   const Device device = model_.tokens->weight.device();
@@ -25,7 +25,7 @@ double LMTrainer::step(const LMBatch& batch) {
   if (o_.clip_norm > 0) nn::clip_grad_norm_(model_.parameters(), o_.clip_norm);
   optimizer_.set_lr(schedule_(++steps_));
   optimizer_.step();
-  return loss.item();
+  return loss.detach();
 }
 
 double lm_forward_flops(const LMConfig& c, std::int64_t B, std::int64_t T) {

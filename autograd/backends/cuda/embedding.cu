@@ -3,16 +3,15 @@
 // gather: the ids are checked first by find_bad_ids_kernel (one thread per id, atomicMin keeps the first
 //   bad position), so a bad id leaves no partial output. Then one thread per output element: thread
 //   (i, c) of the flat grid copies table[ids[i], c]; a warp copies 32 consecutive columns of one row.
-// scatter-add: deterministic. Repeated ids add into one row; atomicAdd would add them in the order the
-//   threads arrive, which on a GPU changes from run to run in the last bits (a resumed training run then
-//   differs from an uninterrupted one). So the host sorts the positions by id, stably
-//   (the ids are few: one per token of the batch), and one thread per (distinct id, column) adds that id's
-//   gradient rows in position order — the CPU's and the reference's order, so all three agree to the bit.
-//   PyTorch's CUDA embedding backward also sorts, on the device.
-#include <algorithm>
-#include <numeric>
-#include <vector>
-
+// scatter-add: deterministic, and without the host. Repeated ids add into one row; atomicAdd would add them in
+//   the order the threads arrive, which on a GPU changes from run to run in the last bits (a resumed training run
+//   then differs from an uninterrupted one). So the positions are sorted by id, stably, on the device:
+//   sort_positions_kernel gives each position its rank (the ids below its own, and its own id's earlier
+//   positions), which is where it goes. Then one thread per (first position of an id, column) adds that id's
+//   gradient rows in position order: the CPU's and the reference's order, so all three agree to the bit.
+//   Counting ranks costs n^2 comparisons, a few microseconds for a batch's few thousand ids; PyTorch's CUDA
+//   embedding backward sorts with a radix sort (n log n), which pays off for far longer batches. Sorting on the
+//   host instead costs two waits for the device a step (docs/09_cuda.md, "Where the host waits").
 #include "cuda_backend.h"
 #include "device_utils.cuh"
 
@@ -34,18 +33,27 @@ __global__ void gather_rows_kernel(T* out, const T* table, const std::int64_t* i
   for (std::int64_t e = global_thread(); e < n * D; e += grid_threads()) out[e] = table[ids[e / D] * D + e % D];
 }
 
-// rows[0, n): positions sorted by id; rows[n, n + u]: where each distinct id's positions start (u + 1
-// values); rows[n + u + 1, n + 2u + 1): the distinct ids.
+// order[rank of position i] = i, ranked by (id, position): a stable sort of the positions by id.
+__global__ void sort_positions_kernel(std::int64_t* order, const std::int64_t* ids, std::int64_t n) {
+  for (std::int64_t i = global_thread(); i < n; i += grid_threads()) {
+    const std::int64_t id = ids[i];
+    std::int64_t rank = 0;
+    for (std::int64_t j = 0; j < n; ++j) rank += ids[j] < id || (ids[j] == id && j < i);
+    order[rank] = i;
+  }
+}
+
+// Thread (r, c) works only where sorted position r is its id's first: it adds column c of every row of that id.
 template <class T>
-__global__ void scatter_add_rows_kernel(T* table_grad, const T* grad, const std::int64_t* rows, std::int64_t n,
-                                        std::int64_t u, std::int64_t D) {
-  const std::int64_t* starts = rows + n;
-  const std::int64_t* distinct = starts + u + 1;
-  for (std::int64_t e = global_thread(); e < u * D; e += grid_threads()) {
-    const std::int64_t s = e / D, c = e % D;
-    T sum = table_grad[distinct[s] * D + c];
-    for (std::int64_t r = starts[s]; r < starts[s + 1]; ++r) sum += grad[rows[r] * D + c];
-    table_grad[distinct[s] * D + c] = sum;
+__global__ void scatter_add_rows_kernel(T* table_grad, const T* grad, const std::int64_t* ids,
+                                        const std::int64_t* order, std::int64_t n, std::int64_t D,
+                                        std::int64_t skip_id) {
+  for (std::int64_t e = global_thread(); e < n * D; e += grid_threads()) {
+    const std::int64_t r = e / D, c = e % D, id = ids[order[r]];
+    if (id == skip_id || (r > 0 && ids[order[r - 1]] == id)) continue;
+    T sum = table_grad[id * D + c];
+    for (std::int64_t s = r; s < n && ids[order[s]] == id; ++s) sum += grad[order[s] * D + c];
+    table_grad[id * D + c] = sum;
   }
 }
 
@@ -71,33 +79,16 @@ void CudaBackend::scatter_add_rows(const TensorDesc& table_grad, const TensorDes
                                    std::int64_t skip_id) {
   const std::int64_t n = ids.numel(), D = table_grad.shape[1];
   if (n * D == 0) return;
-  std::vector<std::int64_t> id(static_cast<std::size_t>(n));
-  copy_to_host(id.data(), ids.data, id.size() * sizeof(std::int64_t));
-  std::vector<std::int64_t> rows(id.size());
-  std::iota(rows.begin(), rows.end(), 0);
-  std::stable_sort(rows.begin(), rows.end(), [&](std::int64_t a, std::int64_t b) { return id[a] < id[b]; });
-  rows.erase(std::remove_if(rows.begin(), rows.end(), [&](std::int64_t r) { return id[r] == skip_id; }), rows.end());
-  const std::int64_t kept = static_cast<std::int64_t>(rows.size());
-  std::vector<std::int64_t> starts, distinct;
-  for (std::int64_t r = 0; r < kept; ++r)
-    if (r == 0 || id[rows[r]] != id[rows[r - 1]]) {
-      starts.push_back(r);
-      distinct.push_back(id[rows[r]]);
-    }
-  starts.push_back(kept);
-  const std::int64_t u = static_cast<std::int64_t>(distinct.size());
-  if (u == 0) return;
-  rows.insert(rows.end(), starts.begin(), starts.end());
-  rows.insert(rows.end(), distinct.begin(), distinct.end());
-  const std::size_t bytes = rows.size() * sizeof(std::int64_t);
-  void* device_rows = allocate(bytes);
-  copy_from_host(device_rows, rows.data(), bytes);
+  const auto* id = static_cast<const std::int64_t*>(ids.data);
+  const std::size_t bytes = static_cast<std::size_t>(n) * sizeof(std::int64_t);
+  auto* order = static_cast<std::int64_t*>(allocate(bytes));
+  launch(sort_positions_kernel, blocks_for(n, kThreads), kThreads, 0, order, id, n);
   dispatch_floating(grad.dtype, "scatter_add_rows", [&](auto t) {
     using T = decltype(t);
-    launch(scatter_add_rows_kernel<T>, blocks_for(u * D, kThreads), kThreads, 0, static_cast<T*>(table_grad.data),
-           static_cast<const T*>(grad.data), static_cast<const std::int64_t*>(device_rows), kept, u, D);
+    launch(scatter_add_rows_kernel<T>, blocks_for(n * D, kThreads), kThreads, 0, static_cast<T*>(table_grad.data),
+           static_cast<const T*>(grad.data), id, order, n, D, skip_id);
   });
-  deallocate(device_rows, bytes);  // the cache hands it out again only to work queued after this kernel
+  deallocate(order, bytes);  // the cache hands it out again only to work queued after these kernels
 }
 
 }  // namespace stepformer::STEPFORMER_CUDA_NS

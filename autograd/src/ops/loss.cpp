@@ -30,26 +30,25 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, std::int64_t i
                     static_cast<std::int64_t>(t.at({bad})), bad, C, C - 1, ignore_index));
 
   Tensor out;
-  double divisor = 1.0;  // of the summed loss
+  Tensor count;  // the mean's divisor, a device scalar: read back, it would make the host wait for a GPU (docs/09)
   if (reduction == Reduction::none) {
     out = detail::make_view(losses, targets.shape(), contiguous_strides(targets.shape()), 0);
   } else {
     if (reduction == Reduction::mean) {
       // EXERCISE 7.2 (continued)
       const Tensor ignored = scalar(static_cast<double>(ignore_index), {DType::int64, t.device()});
-      const auto counted = static_cast<std::int64_t>(sum(ne(t, ignored).to(DType::int64)).item());
-      divisor = static_cast<double>(counted);  // the targets that are not ignored; 0 gives NaN, as PyTorch
+      count = sum(ne(t, ignored).to(x.dtype()));  // the targets that are not ignored; 0 gives NaN, as PyTorch
       // END EXERCISE
     }
     NoGradGuard no_grad;
-    out = sum(losses) / divisor;
+    out = count.defined() ? sum(losses) / count : sum(losses);
   }
-  record(Op::cross_entropy, out, {logits}, {x, t, lse},
-         [per_row = reduction == Reduction::none, divisor, ignore_index, smoothing, shape = logits.shape()](
-             const Tensor& g, const Tensor& x, const Tensor& t, const Tensor& lse) -> Gradients {
-           // Each row's loss's gradient: g itself, or the summed loss's g / divisor shared by every row.
-           const Tensor grad_rows =
-               per_row ? contiguous(reshape(g, {-1})) : expand(reshape(g / divisor, {1}), {x.size(0)});
+  record(Op::cross_entropy, out, {logits}, {x, t, lse, count},
+         [per_row = reduction == Reduction::none, ignore_index, smoothing, shape = logits.shape()](
+             const Tensor& g, const Tensor& x, const Tensor& t, const Tensor& lse, const Tensor& count) -> Gradients {
+           // Each row's loss's gradient: g itself, or the summed loss's g (over count: the mean) shared by every row.
+           const Tensor grad_rows = per_row ? contiguous(reshape(g, {-1}))
+                                            : expand(reshape(count.defined() ? g / count : g, {1}), {x.size(0)});
            Tensor d = detail::empty_as(x, x.shape());  // [n, C]
            x.backend().cross_entropy_backward(d.desc(), x.desc(), lse.desc(), t.desc(), grad_rows.desc(), ignore_index,
                                               smoothing);

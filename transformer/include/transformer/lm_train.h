@@ -19,7 +19,9 @@ struct LMTrainOptions {
 class LMTrainer {
  public:
   LMTrainer(LanguageModel& model, const LMTrainOptions& o);
-  double step(const LMBatch& batch);  // one optimizer step; the mean loss per target token (nats)
+  // One optimizer step. Returns the mean loss per target token (nats) as a scalar on the model's device: read it
+  // (item()) when it is printed, since a read makes the host wait for a GPU's queued work (docs/09_cuda.md).
+  Tensor step(const LMBatch& batch);
   std::int64_t steps_done() const { return steps_; }
 
  private:
