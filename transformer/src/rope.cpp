@@ -3,8 +3,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
-#include <deque>
+#include <map>
 #include <mutex>
 #include <tuple>
 #include <vector>
@@ -38,25 +39,30 @@ void angle_tables(std::int64_t T, std::int64_t Dh, std::int64_t start, double ba
   // END EXERCISE
 }
 
-// The tables as one tensor [2, T, Dh/2] (cos, then sin) on x's device in x's dtype. Every layer rotates q and k
-// at the same positions, and training rotates the same positions every step; a table built on the host is copied
-// to the device, which makes a GPU's host wait (Backend::host_waits). So the last few tables are kept: a training
-// step builds none, a generated token one.
+// The tables of positions [start, start + T) as one tensor [2, T, Dh/2] (cos, then sin) on o's device in o's dtype.
+// Every layer rotates q and k at the same positions, training rotates the same positions every step, and each
+// generated token the next position; a table built on the host is copied to the device, which makes a GPU's host
+// wait (Backend::host_waits). So one table per head size, base, dtype and device is kept and read in part: built
+// from `start` for at least 64 positions, and built again only for positions outside it. A training step builds
+// none, and generating builds one every 64 tokens.
 Tensor angle_tensor(std::int64_t T, std::int64_t Dh, std::int64_t start, double base, const Options& o) {
-  using Key = std::tuple<std::int64_t, std::int64_t, std::int64_t, double, DType, DeviceType, int>;
-  const Key key{T, Dh, start, base, o.dtype, o.device.type, o.device.index};
+  using Key = std::tuple<std::int64_t, double, DType, DeviceType, int>;
+  struct Kept {
+    std::int64_t start = 0;
+    Tensor tables;  // [2, N, Dh/2]: positions [start, start + N)
+  };
   static std::mutex mutex;
-  static auto* kept = new std::deque<std::pair<Key, Tensor>>;  // never destroyed: tensors outlive static order
-  constexpr std::size_t kKept = 8;
+  static auto* kept = new std::map<Key, Kept>;  // never destroyed: tensors outlive static destruction order
   const std::lock_guard<std::mutex> lock(mutex);
-  for (const auto& [k, tables] : *kept)
-    if (k == key) return tables;
-  std::vector<double> c, s;
-  angle_tables(T, Dh, start, base, c, s);
-  c.insert(c.end(), s.begin(), s.end());
-  kept->emplace_back(key, from_vector(c, {2, T, Dh / 2}, o));
-  if (kept->size() > kKept) kept->pop_front();
-  return kept->back().second;
+  Kept& k = (*kept)[Key{Dh, base, o.dtype, o.device.type, o.device.index}];
+  if (!k.tables.defined() || start < k.start || start + T > k.start + k.tables.size(1)) {
+    const std::int64_t N = std::max<std::int64_t>(T, 64);
+    std::vector<double> c, s;
+    angle_tables(N, Dh, start, base, c, s);
+    c.insert(c.end(), s.begin(), s.end());
+    k = {start, from_vector(c, {2, N, Dh / 2}, o)};
+  }
+  return narrow(k.tables, 1, start - k.start, T);
 }
 }  // namespace
 
