@@ -39,6 +39,25 @@ Tensor input(Device dev, const Shape& shape, std::uint64_t seed, DType dtype, do
 }
 // An output buffer on `dev` filled with a sentinel that no kernel computes by chance.
 Tensor sentinel(Device dev, const Shape& shape, DType dtype) { return full(shape, 1234.5, {dtype, dev, false}); }
+// The first bad index a kernel found, as {position, value} (-1 and 0: none), however its backend reports it: `run`
+// calls the kernel with a DescribeBadIndex and returns what the kernel returned (a position, or -1), and a backend
+// that reports later (a GPU) does so at its next copy to the host, here the copy of `written`.
+template <class Run>
+std::vector<double> first_bad_index(const Tensor& indices, const Tensor& written, const Run& run) {
+  std::vector<double> found{-1, 0};
+  const DescribeBadIndex describe = [&](std::int64_t position, std::int64_t value) {
+    found = {static_cast<double>(position), static_cast<double>(value)};
+    return std::string("bad index");
+  };
+  const std::int64_t returned = run(describe);
+  if (returned >= 0) return {static_cast<double>(returned), indices.cpu().to_vector<double>()[returned]};
+  try {
+    (void)written.cpu();
+  } catch (const IndexError&) {  // `found` holds what the backend described
+  }
+  return found;
+}
+
 Tensor ids(Device dev, const std::vector<std::int64_t>& v) {
   return from_vector(v, {static_cast<std::int64_t>(v.size())}, {DType::int64, kCPU}).to(dev);
 }
@@ -326,12 +345,17 @@ std::vector<Case> cases() {
             std::vector<std::int64_t> v;
             for (std::int64_t i = 0; i < 9; ++i) v.push_back((i * 5 + 2) % n);
             Tensor out = sentinel(dev, {9, 7}, dt);
-            const std::int64_t bad = b.gather_rows(out.desc(), input(dev, {n, 7}, 81, dt).desc(), ids(dev, v).desc());
-            Tensor out_bad = sentinel(dev, {2, 7}, dt);  // an id past the table: its position, nothing written
-            const std::int64_t bad2 =
-                b.gather_rows(out_bad.desc(), input(dev, {n, 7}, 81, dt).desc(), ids(dev, {0, n}).desc());
-            return std::vector<Tensor>{
-                out, out_bad, from_vector(std::vector<double>{double(bad), double(bad2)}, {2}, {DType::float64})};
+            const std::vector<double> none = first_bad_index(ids(dev, v), out, [&](const DescribeBadIndex& describe) {
+              return b.gather_rows(out.desc(), input(dev, {n, 7}, 81, dt).desc(), ids(dev, v).desc(), describe);
+            });
+            // An id past the table at position 1: its position and value, at once or at the next copy (a GPU's).
+            Tensor out_bad = sentinel(dev, {3, 7}, dt);
+            const Tensor bad_ids = ids(dev, {0, n, n + 4});
+            const std::vector<double> bad = first_bad_index(bad_ids, out_bad, [&](const DescribeBadIndex& describe) {
+              return b.gather_rows(out_bad.desc(), input(dev, {n, 7}, 81, dt).desc(), bad_ids.desc(), describe);
+            });
+            return std::vector<Tensor>{out, from_vector(none, {2}, {DType::float64}),
+                                       from_vector(bad, {2}, {DType::float64})};
           },
           1, true);
       add("scatter_add_rows", "repeated ids accumulate, the skip id is skipped" + size, dt,
@@ -363,19 +387,24 @@ std::vector<Case> cases() {
         add("cross_entropy_forward", "6 rows of n classes, one ignored (its lse written too)," + sm + size, dt,
             [=](Device dev, Backend& b) {
               Tensor loss = sentinel(dev, {6}, dt), lse = sentinel(dev, {6}, dt);
-              const std::int64_t bad = b.cross_entropy_forward(
-                  loss.desc(), lse.desc(), input(dev, {6, n}, 91, dt, -5, 5).desc(), ids(dev, t).desc(), -100, s);
-              Tensor loss2 = sentinel(dev, {2}, dt), lse2 = sentinel(dev, {2}, dt);
-              const std::int64_t bad2 = b.cross_entropy_forward(
-                  loss2.desc(), lse2.desc(), input(dev, {2, n}, 92, dt).desc(), ids(dev, {0, n}).desc(), -100, s);
-              return std::vector<Tensor>{
-                  loss, lse, from_vector(std::vector<double>{double(bad), double(bad2)}, {2}, {DType::float64})};
+              const std::vector<double> none = first_bad_index(ids(dev, t), loss, [&](const DescribeBadIndex& d) {
+                return b.cross_entropy_forward(loss.desc(), lse.desc(), input(dev, {6, n}, 91, dt, -5, 5).desc(),
+                                               ids(dev, t).desc(), -100, s, d);
+              });
+              Tensor loss2 = sentinel(dev, {3}, dt), lse2 = sentinel(dev, {3}, dt);
+              const Tensor bad_targets = ids(dev, {0, n, -1});
+              const std::vector<double> bad = first_bad_index(bad_targets, loss2, [&](const DescribeBadIndex& d) {
+                return b.cross_entropy_forward(loss2.desc(), lse2.desc(), input(dev, {3, n}, 92, dt).desc(),
+                                               bad_targets.desc(), -100, s, d);
+              });
+              return std::vector<Tensor>{loss, lse, from_vector(none, {2}, {DType::float64}),
+                                         from_vector(bad, {2}, {DType::float64})};
             });
         add("cross_entropy_backward", "6 rows, broadcast and per-row upstream gradients," + sm + size, dt,
             [=](Device dev, Backend& b) {
               const Tensor x = input(dev, {6, n}, 93, dt, -5, 5);
               Tensor loss = sentinel(dev, {6}, dt), lse = sentinel(dev, {6}, dt);
-              b.cross_entropy_forward(loss.desc(), lse.desc(), x.desc(), ids(dev, t).desc(), -100, s);
+              b.cross_entropy_forward(loss.desc(), lse.desc(), x.desc(), ids(dev, t).desc(), -100, s, {});
               Tensor d1 = sentinel(dev, {6, n}, dt), d2 = sentinel(dev, {6, n}, dt);
               b.cross_entropy_backward(d1.desc(), x.desc(), lse.desc(), ids(dev, t).desc(),
                                        broadcast(input(dev, {1}, 94, dt), {6}), -100, s);

@@ -6,7 +6,8 @@
 
 namespace stepformer::cpu {
 
-std::int64_t CpuBackend::gather_rows(const TensorDesc& out, const TensorDesc& table, const TensorDesc& ids) {
+std::int64_t CpuBackend::gather_rows(const TensorDesc& out, const TensorDesc& table, const TensorDesc& ids,
+                                     const DescribeBadIndex& /*reported by the op*/) {
   const std::int64_t n = ids.numel(), V = table.shape[0], D = table.shape[1];
   const std::int64_t* id = ptr<std::int64_t>(ids);
   for (std::int64_t i = 0; i < n; ++i)

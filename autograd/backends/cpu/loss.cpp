@@ -72,7 +72,8 @@ void grad_rows(const double* x, double* d, std::int64_t C, std::int64_t target, 
 }  // namespace
 
 std::int64_t CpuBackend::cross_entropy_forward(const TensorDesc& loss, const TensorDesc& lse, const TensorDesc& logits,
-                                               const TensorDesc& targets, std::int64_t ignore_index, double smoothing) {
+                                               const TensorDesc& targets, std::int64_t ignore_index, double smoothing,
+                                               const DescribeBadIndex& /*reported by the op*/) {
   const std::int64_t n = logits.shape[0], C = logits.shape[1];
   const std::int64_t* tgt = ptr<std::int64_t>(targets);
   for (std::int64_t i = 0; i < n; ++i)

@@ -37,11 +37,19 @@ class CudaBackend final : public Backend {
                                        const TensorDesc& dout, const TensorDesc& q, const TensorDesc& k,
                                        const TensorDesc& v, const TensorDesc& out, const TensorDesc& lse,
                                        const TensorDesc& blocked, const AttentionConfig& cfg);
-  // memory.cu: a device int64 that kernels lower with atomicMin to report the first bad index (or -1).
-  long long* first_bad_index_slot();  // long long: the type CUDA's atomicMin takes
-  std::int64_t read_first_bad_index();
+  // checks.cu: queues a check of ids[0, n) against [0, limit) (`allowed` passes too, where has_allowed) whose result
+  // the host reads at its next copy from the device (copy_to_host), which then throws IndexError(describe(first bad
+  // position, its value)). Checks report in the order they were queued.
+  void check_indices(const std::int64_t* ids, std::int64_t n, std::int64_t limit, bool has_allowed,
+                     std::int64_t allowed, const DescribeBadIndex& describe);
 
  private:
+  void report_bad_indices();  // checks.cu: reads the checks not yet read; throws for the first that found one
+  void take_pending_checks(std::vector<DescribeBadIndex>& checks, std::vector<long long>& found);  // checks_mutex_ held
+  void read_device(void* host_dst, const void* src,
+                   std::size_t bytes);         // memory.cu: a copy, neither counted nor checked
+  void* allocate_for_life(std::size_t bytes);  // memory.cu: device memory never freed, outside bytes_in_use
+
   std::atomic<std::size_t> bytes_in_use_{0};
   std::atomic<std::size_t> host_waits_{0};  // each copy between host and device: cuda-sim counts the GPU's
   std::mutex cache_mutex_;
@@ -49,7 +57,10 @@ class CudaBackend final : public Backend {
   // cuda-sim frees at once, but counts the cudaMalloc calls the cache above would make: size -> blocks it would keep.
   std::unordered_map<std::size_t, std::size_t> kept_sizes_;
   std::atomic<std::size_t> driver_allocations_{0};
-  long long* bad_index_ = nullptr;
+  std::mutex checks_mutex_;
+  std::vector<DescribeBadIndex> pending_;  // the checks queued and not yet read, in order
+  long long* slots_ = nullptr;             // checks.cu's ring: {first bad position, its value} per check
+  std::size_t first_pending_ = 0;          // the slot of pending_[0]; pending_[i] owns slot first_pending_ + i
 };
 
 CudaBackend& backend();  // the one instance (memory.cu)

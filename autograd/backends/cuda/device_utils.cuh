@@ -100,12 +100,3 @@ __device__ __forceinline__ std::int64_t first_row() {
 __device__ __forceinline__ std::int64_t row_stride() { return static_cast<std::int64_t>(gridDim.x) * blockDim.y; }
 
 }  // namespace stepformer::STEPFORMER_CUDA_NS
-
-namespace stepformer::STEPFORMER_CUDA_NS {
-
-// Lowers *first_bad to i for every id outside [0, limit) (when has_allowed, ids equal to `allowed` are
-// fine): the smallest such position survives, whatever order the threads run in. One thread per id.
-__global__ void find_bad_ids_kernel(const std::int64_t* ids, std::int64_t n, std::int64_t limit, bool has_allowed,
-                                    std::int64_t allowed, long long* first_bad);
-
-}  // namespace stepformer::STEPFORMER_CUDA_NS

@@ -1,8 +1,8 @@
 // Row gather (embedding lookup) and its adjoint, row scatter-add.
 //
-// gather: the ids are checked first by find_bad_ids_kernel (one thread per id, atomicMin keeps the first
-//   bad position), so a bad id leaves no partial output. Then one thread per output element: thread
-//   (i, c) of the flat grid copies table[ids[i], c]; a warp copies 32 consecutive columns of one row.
+// gather: the ids are checked by check_indices (checks.cu), whose result the host reads at its next copy from the
+//   device; until then a bad id's row reads as zeros. One thread per output element: thread (i, c) of the flat grid
+//   copies table[ids[i], c]; a warp copies 32 consecutive columns of one row.
 // scatter-add: deterministic, and without the host. Repeated ids add into one row; atomicAdd would add them in
 //   the order the threads arrive, which on a GPU changes from run to run in the last bits (a resumed training run
 //   then differs from an uninterrupted one). So the positions are sorted by id, stably, on the device:
@@ -17,20 +17,17 @@
 
 namespace stepformer::STEPFORMER_CUDA_NS {
 
-__global__ void find_bad_ids_kernel(const std::int64_t* ids, std::int64_t n, std::int64_t limit, bool has_allowed,
-                                    std::int64_t allowed, long long* first_bad) {
-  for (std::int64_t i = global_thread(); i < n; i += grid_threads())
-    if ((ids[i] < 0 || ids[i] >= limit) && !(has_allowed && ids[i] == allowed))
-      atomicMin(first_bad, static_cast<long long>(i));
-}
-
 namespace {
 
 constexpr unsigned kThreads = 256;
 
 template <class T>
-__global__ void gather_rows_kernel(T* out, const T* table, const std::int64_t* ids, std::int64_t n, std::int64_t D) {
-  for (std::int64_t e = global_thread(); e < n * D; e += grid_threads()) out[e] = table[ids[e / D] * D + e % D];
+__global__ void gather_rows_kernel(T* out, const T* table, const std::int64_t* ids, std::int64_t n, std::int64_t V,
+                                   std::int64_t D) {
+  for (std::int64_t e = global_thread(); e < n * D; e += grid_threads()) {
+    const std::int64_t id = ids[e / D];
+    out[e] = id >= 0 && id < V ? table[id * D + e % D] : T(0);
+  }
 }
 
 // order[rank of position i] = i, ranked by (id, position): a stable sort of the positions by id.
@@ -44,13 +41,14 @@ __global__ void sort_positions_kernel(std::int64_t* order, const std::int64_t* i
 }
 
 // Thread (r, c) works only where sorted position r is its id's first: it adds column c of every row of that id.
+// An id outside the table (which the forward's check reports) adds nothing.
 template <class T>
 __global__ void scatter_add_rows_kernel(T* table_grad, const T* grad, const std::int64_t* ids,
-                                        const std::int64_t* order, std::int64_t n, std::int64_t D,
+                                        const std::int64_t* order, std::int64_t n, std::int64_t V, std::int64_t D,
                                         std::int64_t skip_id) {
   for (std::int64_t e = global_thread(); e < n * D; e += grid_threads()) {
     const std::int64_t r = e / D, c = e % D, id = ids[order[r]];
-    if (id == skip_id || (r > 0 && ids[order[r - 1]] == id)) continue;
+    if (id == skip_id || id < 0 || id >= V || (r > 0 && ids[order[r - 1]] == id)) continue;
     T sum = table_grad[id * D + c];
     for (std::int64_t s = r; s < n && ids[order[s]] == id; ++s) sum += grad[order[s] * D + c];
     table_grad[id * D + c] = sum;
@@ -59,25 +57,23 @@ __global__ void scatter_add_rows_kernel(T* table_grad, const T* grad, const std:
 
 }  // namespace
 
-std::int64_t CudaBackend::gather_rows(const TensorDesc& out, const TensorDesc& table, const TensorDesc& ids) {
+std::int64_t CudaBackend::gather_rows(const TensorDesc& out, const TensorDesc& table, const TensorDesc& ids,
+                                      const DescribeBadIndex& describe) {
   const std::int64_t n = ids.numel(), V = table.shape[0], D = table.shape[1];
-  if (n == 0) return -1;
   const auto* id = static_cast<const std::int64_t*>(ids.data);
-  launch(find_bad_ids_kernel, blocks_for(n, kThreads), kThreads, 0, id, n, V, false, std::int64_t{0},
-         first_bad_index_slot());
-  const std::int64_t bad = read_first_bad_index();
-  if (bad >= 0 || D == 0) return bad;
+  check_indices(id, n, V, false, 0, describe);
+  if (n * D == 0) return -1;
   dispatch_floating(table.dtype, "gather_rows", [&](auto t) {
     using T = decltype(t);
     launch(gather_rows_kernel<T>, blocks_for(n * D, kThreads), kThreads, 0, static_cast<T*>(out.data),
-           static_cast<const T*>(table.data), id, n, D);
+           static_cast<const T*>(table.data), id, n, V, D);
   });
   return -1;
 }
 
 void CudaBackend::scatter_add_rows(const TensorDesc& table_grad, const TensorDesc& grad, const TensorDesc& ids,
                                    std::int64_t skip_id) {
-  const std::int64_t n = ids.numel(), D = table_grad.shape[1];
+  const std::int64_t n = ids.numel(), V = table_grad.shape[0], D = table_grad.shape[1];
   if (n * D == 0) return;
   const auto* id = static_cast<const std::int64_t*>(ids.data);
   const std::size_t bytes = static_cast<std::size_t>(n) * sizeof(std::int64_t);
@@ -86,7 +82,7 @@ void CudaBackend::scatter_add_rows(const TensorDesc& table_grad, const TensorDes
   dispatch_floating(grad.dtype, "scatter_add_rows", [&](auto t) {
     using T = decltype(t);
     launch(scatter_add_rows_kernel<T>, blocks_for(n * D, kThreads), kThreads, 0, static_cast<T*>(table_grad.data),
-           static_cast<const T*>(grad.data), id, order, n, D, skip_id);
+           static_cast<const T*>(grad.data), id, order, n, V, D, skip_id);
   });
   deallocate(order, bytes);  // the cache hands it out again only to work queued after these kernels
 }

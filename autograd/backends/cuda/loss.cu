@@ -1,6 +1,7 @@
 // Fused cross-entropy over contiguous rows of C logits, with label smoothing and an ignored target; the
 // formulas are ../elementwise_math.h's smoothed_cross_entropy(_grad), shared with the other backends. Targets are
-// checked first by find_bad_ids_kernel (embedding.cu).
+// checked by check_indices (checks.cu), whose result the host reads at its next copy from the device; until then a
+// bad target's row has a NaN loss.
 //
 // Mapping: one warp per row (row_grid/row_block). Forward: the lanes find the row's max, then
 // sum exp(x - max) and sum x, each combined with warp_reduce; lane 0 writes the row's loss and log-sum-exp.
@@ -32,8 +33,8 @@ __global__ void cross_entropy_forward_kernel(T* loss, T* lse_out, const T* logit
     const std::int64_t t = targets[r];
     const double lse = warp_log_sum_exp(x, C);
     if (threadIdx.x == 0) lse_out[r] = static_cast<T>(lse);
-    if (t == ignore_index) {  // the whole warp takes this branch: t is the same for all its lanes
-      if (threadIdx.x == 0) loss[r] = T(0);
+    if (t == ignore_index || t < 0 || t >= C) {  // the whole warp takes this branch: t is the same for all its lanes
+      if (threadIdx.x == 0) loss[r] = t == ignore_index ? T(0) : static_cast<T>(log_(-1.0));  // NaN: reported later
       continue;
     }
     double sum_x = 0;
@@ -63,14 +64,12 @@ __global__ void cross_entropy_backward_kernel(T* dlogits, const T* logits, const
 }  // namespace
 
 std::int64_t CudaBackend::cross_entropy_forward(const TensorDesc& loss, const TensorDesc& lse, const TensorDesc& logits,
-                                                const TensorDesc& targets, std::int64_t ignore_index,
-                                                double smoothing) {
+                                                const TensorDesc& targets, std::int64_t ignore_index, double smoothing,
+                                                const DescribeBadIndex& describe) {
   const std::int64_t n = logits.shape[0], C = logits.shape[1];
   if (n == 0) return -1;
   const auto* tgt = static_cast<const std::int64_t*>(targets.data);
-  launch(find_bad_ids_kernel, blocks_for(n, 256), 256u, 0, tgt, n, C, true, ignore_index, first_bad_index_slot());
-  const std::int64_t bad = read_first_bad_index();
-  if (bad >= 0) return bad;
+  check_indices(tgt, n, C, true, ignore_index, describe);
   dispatch_floating(logits.dtype, "cross_entropy", [&](auto t) {
     using T = decltype(t);
     launch(cross_entropy_forward_kernel<T>, row_grid(n), row_block(), 0, static_cast<T*>(loss.data),

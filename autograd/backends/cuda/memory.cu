@@ -23,10 +23,6 @@ std::string out_of_memory(std::size_t bytes, std::size_t in_use) {
 }
 }  // namespace
 
-// The first-bad-index slot is reset by a kernel, queued like the check that follows it: a copy from the host
-// would make the host wait for the device (host_waits); only reading the result must.
-__global__ void reset_first_bad_index_kernel(long long* slot) { *slot = INT64_MAX; }
-
 std::size_t CudaBackend::kernel_launches() const { return launches.load(); }
 
 #if defined(__CUDACC__)
@@ -76,21 +72,13 @@ void CudaBackend::copy_from_host(void* dst, const void* host_src, std::size_t by
   ++host_waits_;
   STEPFORMER_CUDA_CHECK(cudaMemcpy(dst, host_src, bytes, cudaMemcpyHostToDevice));
 }
-void CudaBackend::copy_to_host(void* host_dst, const void* src, std::size_t bytes) {
-  ++host_waits_;
+void CudaBackend::read_device(void* host_dst, const void* src, std::size_t bytes) {
   STEPFORMER_CUDA_CHECK(cudaMemcpy(host_dst, src, bytes, cudaMemcpyDeviceToHost));
 }
-
-long long* CudaBackend::first_bad_index_slot() {
-  if (bad_index_ == nullptr) STEPFORMER_CUDA_CHECK(cudaMalloc(&bad_index_, sizeof(long long)));
-  launch(reset_first_bad_index_kernel, 1u, 1u, 0, bad_index_);
-  return bad_index_;
-}
-std::int64_t CudaBackend::read_first_bad_index() {
-  ++host_waits_;
-  long long v = 0;
-  STEPFORMER_CUDA_CHECK(cudaMemcpy(&v, bad_index_, sizeof v, cudaMemcpyDeviceToHost));
-  return v == INT64_MAX ? -1 : v;
+void* CudaBackend::allocate_for_life(std::size_t bytes) {
+  void* p = nullptr;
+  STEPFORMER_CUDA_CHECK(cudaMalloc(&p, bytes));
+  return p;
 }
 
 CudaBackend& backend() {
@@ -140,20 +128,14 @@ void CudaBackend::copy_from_host(void* dst, const void* host_src, std::size_t by
   ++host_waits_;
   cudasim::copy_to_device(dst, host_src, bytes);
 }
-void CudaBackend::copy_to_host(void* host_dst, const void* src, std::size_t bytes) {
-  ++host_waits_;
+void CudaBackend::read_device(void* host_dst, const void* src, std::size_t bytes) {
   if (bytes) std::memcpy(host_dst, src, bytes);
 }
-
-long long* CudaBackend::first_bad_index_slot() {
-  // Device memory, as on a GPU (not counted: it lives as long as the backend).
-  if (bad_index_ == nullptr) bad_index_ = static_cast<long long*>(cudasim::device_allocate(sizeof(long long)));
-  launch(reset_first_bad_index_kernel, 1u, 1u, 0, bad_index_);
-  return bad_index_;
-}
-std::int64_t CudaBackend::read_first_bad_index() {
-  ++host_waits_;
-  return *bad_index_ == INT64_MAX ? -1 : *bad_index_;
+void* CudaBackend::allocate_for_life(std::size_t bytes) {
+  // Device memory, as on a GPU (not in bytes_in_use: it lives as long as the backend).
+  void* p = cudasim::device_allocate(bytes);
+  if (p == nullptr) throw ResourceError(out_of_memory(bytes, bytes_in_use()));
+  return p;
 }
 
 CudaBackend& backend() {
@@ -162,6 +144,14 @@ CudaBackend& backend() {
 }
 
 #endif
+
+// The checks queued since the last copy (checks.cu) are read first, in the same wait: the copy after them finds
+// nothing queued to wait for.
+void CudaBackend::copy_to_host(void* host_dst, const void* src, std::size_t bytes) {
+  ++host_waits_;
+  report_bad_indices();
+  read_device(host_dst, src, bytes);
+}
 
 }  // namespace stepformer::STEPFORMER_CUDA_NS
 

@@ -4,7 +4,8 @@
 
 namespace stepformer::reference {
 
-std::int64_t ReferenceBackend::gather_rows(const TensorDesc& out, const TensorDesc& table, const TensorDesc& ids) {
+std::int64_t ReferenceBackend::gather_rows(const TensorDesc& out, const TensorDesc& table, const TensorDesc& ids,
+                                           const DescribeBadIndex& /*reported by the op*/) {
   const std::int64_t n = ids.numel(), V = table.shape[0], D = table.shape[1];
   for (std::int64_t i = 0; i < n; ++i)  // every id is checked before anything is written
     if (flat<std::int64_t>(ids, i) < 0 || flat<std::int64_t>(ids, i) >= V) return i;

@@ -22,7 +22,8 @@ double log_sum_exp(const T* x, std::int64_t C) {
 
 std::int64_t ReferenceBackend::cross_entropy_forward(const TensorDesc& loss, const TensorDesc& lse_out,
                                                      const TensorDesc& logits, const TensorDesc& targets,
-                                                     std::int64_t ignore_index, double smoothing) {
+                                                     std::int64_t ignore_index, double smoothing,
+                                                     const DescribeBadIndex& /*reported by the op*/) {
   const std::int64_t rows = row_count(logits), C = row_length(logits);
   for (std::int64_t i = 0; i < rows; ++i) {
     const std::int64_t t = flat<std::int64_t>(targets, i);

@@ -14,6 +14,8 @@
 //   the op makes them contiguous first.
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <string>
 #include <vector>
 
 #include "autograd/device.h"
@@ -71,6 +73,10 @@ enum class ReduceOp : std::uint8_t { sum, max };
 // on (seed, offset, i), so the result is the same for any thread count and on every device.
 // uniform: U[a, b); normal: N(a, b^2); dropout: 0 with probability a, else 1/(1-a). `out` is contiguous.
 enum class Distribution : std::uint8_t { uniform, normal, dropout };
+
+// The message of the IndexError for a bad index a kernel found: the op's words for the first bad position (counted
+// in the flattened operand) and the value found there.
+using DescribeBadIndex = std::function<std::string(std::int64_t position, std::int64_t value)>;
 
 struct AdamConfig {
   double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.0;
@@ -164,8 +170,12 @@ class Backend {
                             RopePairing pairing, bool inverse) = 0;
 
   // --- indexing -----------------------------------------------------------------------------------
-  // out[i, :] = table[ids[i], :]. Returns the position of the first id outside [0, V), or -1.
-  virtual std::int64_t gather_rows(const TensorDesc& out, const TensorDesc& table, const TensorDesc& ids) = 0;
+  // out[i, :] = table[ids[i], :]. Returns the position of the first id outside [0, V), or -1. A backend whose check
+  // would make the host wait for the device (a GPU: the ids live there) returns -1 at once and reports a bad id at
+  // its next copy to the host instead, throwing IndexError(describe(position, id)) there; until then a bad id's row
+  // reads as zeros (docs/09_cuda.md, "Where the host waits").
+  virtual std::int64_t gather_rows(const TensorDesc& out, const TensorDesc& table, const TensorDesc& ids,
+                                   const DescribeBadIndex& describe) = 0;
   // table_grad[ids[i], :] += grad[i, :] for every i with ids[i] != skip_id (repeated ids accumulate).
   virtual void scatter_add_rows(const TensorDesc& table_grad, const TensorDesc& grad, const TensorDesc& ids,
                                 std::int64_t skip_id) = 0;
@@ -174,10 +184,11 @@ class Backend {
   // loss[i] = -(1-s) log p[i, t_i] - s/C sum_c log p[i, c]; 0 where t_i == ignore_index. Also writes
   // lse[i] = log sum_c exp(logits[i, c]) for every row (ignored ones too), which backward takes back, so
   // that it exponentiates each logit once instead of twice (the step's profile: docs/performance.md).
-  // Returns the position of the first target outside [0, C) (and not ignore_index), or -1.
+  // Returns the position of the first target outside [0, C) (and not ignore_index), or -1; a GPU reports it later,
+  // as gather_rows does (its row's loss reads as NaN until then).
   virtual std::int64_t cross_entropy_forward(const TensorDesc& loss, const TensorDesc& lse, const TensorDesc& logits,
-                                             const TensorDesc& targets, std::int64_t ignore_index,
-                                             double smoothing) = 0;
+                                             const TensorDesc& targets, std::int64_t ignore_index, double smoothing,
+                                             const DescribeBadIndex& describe) = 0;
   // dlogits[i, :] = grad_loss[i] * (exp(logits[i] - lse[i]) - (1-s) onehot(t_i) - s/C); 0 for ignored rows.
   virtual void cross_entropy_backward(const TensorDesc& dlogits, const TensorDesc& logits, const TensorDesc& lse,
                                       const TensorDesc& targets, const TensorDesc& grad_loss, std::int64_t ignore_index,
@@ -215,48 +226,50 @@ class Backend {
 // STEPFORMER_BACKEND_KERNELS (and device(), bytes_in_use()) and defines each kernel in the file of its
 // section (memory, elementwise, reduce, gemm, softmax, norm, embedding, loss, attention, random, optim), the same file
 // names in backends/cpu, backends/cuda and backends/reference. The documentation is the interface above.
-#define STEPFORMER_BACKEND_KERNELS                                                                                     \
-  void* allocate(std::size_t bytes) override;                                                                          \
-  void deallocate(void* ptr, std::size_t bytes) override;                                                              \
-  void copy_from_host(void* dst, const void* host_src, std::size_t bytes) override;                                    \
-  void copy_to_host(void* host_dst, const void* src, std::size_t bytes) override;                                      \
-  void fill(const TensorDesc& out, double value) override;                                                             \
-  void unary(UnaryOp op, const TensorDesc& out, const TensorDesc& in, double alpha) override;                          \
-  void binary(BinaryOp op, const TensorDesc& out, const TensorDesc& a, const TensorDesc& b) override;                  \
-  void where(const TensorDesc& out, const TensorDesc& cond, const TensorDesc& a, const TensorDesc& b) override;        \
-  void accumulate(const TensorDesc& out, const TensorDesc& in, double alpha) override;                                 \
-  void reduce(ReduceOp op, const TensorDesc& out, const TensorDesc& in) override;                                      \
-  void gemm(const TensorDesc& c, const TensorDesc& a, const TensorDesc& b, double alpha, double beta) override;        \
-  void softmax_forward(const TensorDesc& out, const TensorDesc& in, bool log) override;                                \
-  void softmax_backward(const TensorDesc& grad_in, const TensorDesc& grad_out, const TensorDesc& out, bool log)        \
-      override;                                                                                                        \
-  void layer_norm_forward(const TensorDesc& y, const TensorDesc& mean, const TensorDesc& rstd, const TensorDesc& x,    \
-                          const TensorDesc& gamma, const TensorDesc& beta, double eps) override;                       \
-  void layer_norm_backward(const TensorDesc& dx, const TensorDesc& dgamma, const TensorDesc& dbeta,                    \
-                           const TensorDesc& dy, const TensorDesc& x, const TensorDesc& mean, const TensorDesc& rstd,  \
-                           const TensorDesc& gamma) override;                                                          \
-  void rms_norm_forward(const TensorDesc& y, const TensorDesc& rstd, const TensorDesc& x, const TensorDesc& gamma,     \
-                        double eps) override;                                                                          \
-  void rms_norm_backward(const TensorDesc& dx, const TensorDesc& dgamma, const TensorDesc& dy, const TensorDesc& x,    \
-                         const TensorDesc& rstd, const TensorDesc& gamma) override;                                    \
-  void rotate_pairs(const TensorDesc& y, const TensorDesc& x, const TensorDesc& cos, const TensorDesc& sin,            \
-                    RopePairing pairing, bool inverse) override;                                                       \
-  std::int64_t gather_rows(const TensorDesc& out, const TensorDesc& table, const TensorDesc& ids) override;            \
-  void scatter_add_rows(const TensorDesc& table_grad, const TensorDesc& grad, const TensorDesc& ids,                   \
-                        std::int64_t skip_id) override;                                                                \
-  std::int64_t cross_entropy_forward(const TensorDesc& loss, const TensorDesc& lse, const TensorDesc& logits,          \
-                                     const TensorDesc& targets, std::int64_t ignore_index, double smoothing) override; \
-  void cross_entropy_backward(const TensorDesc& dlogits, const TensorDesc& logits, const TensorDesc& lse,              \
-                              const TensorDesc& targets, const TensorDesc& grad_loss, std::int64_t ignore_index,       \
-                              double smoothing) override;                                                              \
-  void attention_forward(const TensorDesc& out, const TensorDesc& lse, const TensorDesc& q, const TensorDesc& k,       \
-                         const TensorDesc& v, const TensorDesc& blocked, const AttentionConfig& cfg) override;         \
-  void attention_backward(const TensorDesc& dq, const TensorDesc& dk, const TensorDesc& dv, const TensorDesc& dout,    \
-                          const TensorDesc& q, const TensorDesc& k, const TensorDesc& v, const TensorDesc& out,        \
-                          const TensorDesc& lse, const TensorDesc& blocked, const AttentionConfig& cfg) override;      \
-  void random_fill(const TensorDesc& out, Distribution dist, double a, double b, std::uint64_t seed,                   \
-                   std::uint64_t offset) override;                                                                     \
-  void adam_update(const TensorDesc& param, const TensorDesc& grad, const TensorDesc& m, const TensorDesc& v,          \
+#define STEPFORMER_BACKEND_KERNELS                                                                                    \
+  void* allocate(std::size_t bytes) override;                                                                         \
+  void deallocate(void* ptr, std::size_t bytes) override;                                                             \
+  void copy_from_host(void* dst, const void* host_src, std::size_t bytes) override;                                   \
+  void copy_to_host(void* host_dst, const void* src, std::size_t bytes) override;                                     \
+  void fill(const TensorDesc& out, double value) override;                                                            \
+  void unary(UnaryOp op, const TensorDesc& out, const TensorDesc& in, double alpha) override;                         \
+  void binary(BinaryOp op, const TensorDesc& out, const TensorDesc& a, const TensorDesc& b) override;                 \
+  void where(const TensorDesc& out, const TensorDesc& cond, const TensorDesc& a, const TensorDesc& b) override;       \
+  void accumulate(const TensorDesc& out, const TensorDesc& in, double alpha) override;                                \
+  void reduce(ReduceOp op, const TensorDesc& out, const TensorDesc& in) override;                                     \
+  void gemm(const TensorDesc& c, const TensorDesc& a, const TensorDesc& b, double alpha, double beta) override;       \
+  void softmax_forward(const TensorDesc& out, const TensorDesc& in, bool log) override;                               \
+  void softmax_backward(const TensorDesc& grad_in, const TensorDesc& grad_out, const TensorDesc& out, bool log)       \
+      override;                                                                                                       \
+  void layer_norm_forward(const TensorDesc& y, const TensorDesc& mean, const TensorDesc& rstd, const TensorDesc& x,   \
+                          const TensorDesc& gamma, const TensorDesc& beta, double eps) override;                      \
+  void layer_norm_backward(const TensorDesc& dx, const TensorDesc& dgamma, const TensorDesc& dbeta,                   \
+                           const TensorDesc& dy, const TensorDesc& x, const TensorDesc& mean, const TensorDesc& rstd, \
+                           const TensorDesc& gamma) override;                                                         \
+  void rms_norm_forward(const TensorDesc& y, const TensorDesc& rstd, const TensorDesc& x, const TensorDesc& gamma,    \
+                        double eps) override;                                                                         \
+  void rms_norm_backward(const TensorDesc& dx, const TensorDesc& dgamma, const TensorDesc& dy, const TensorDesc& x,   \
+                         const TensorDesc& rstd, const TensorDesc& gamma) override;                                   \
+  void rotate_pairs(const TensorDesc& y, const TensorDesc& x, const TensorDesc& cos, const TensorDesc& sin,           \
+                    RopePairing pairing, bool inverse) override;                                                      \
+  std::int64_t gather_rows(const TensorDesc& out, const TensorDesc& table, const TensorDesc& ids,                     \
+                           const DescribeBadIndex& describe) override;                                                \
+  void scatter_add_rows(const TensorDesc& table_grad, const TensorDesc& grad, const TensorDesc& ids,                  \
+                        std::int64_t skip_id) override;                                                               \
+  std::int64_t cross_entropy_forward(const TensorDesc& loss, const TensorDesc& lse, const TensorDesc& logits,         \
+                                     const TensorDesc& targets, std::int64_t ignore_index, double smoothing,          \
+                                     const DescribeBadIndex& describe) override;                                      \
+  void cross_entropy_backward(const TensorDesc& dlogits, const TensorDesc& logits, const TensorDesc& lse,             \
+                              const TensorDesc& targets, const TensorDesc& grad_loss, std::int64_t ignore_index,      \
+                              double smoothing) override;                                                             \
+  void attention_forward(const TensorDesc& out, const TensorDesc& lse, const TensorDesc& q, const TensorDesc& k,      \
+                         const TensorDesc& v, const TensorDesc& blocked, const AttentionConfig& cfg) override;        \
+  void attention_backward(const TensorDesc& dq, const TensorDesc& dk, const TensorDesc& dv, const TensorDesc& dout,   \
+                          const TensorDesc& q, const TensorDesc& k, const TensorDesc& v, const TensorDesc& out,       \
+                          const TensorDesc& lse, const TensorDesc& blocked, const AttentionConfig& cfg) override;     \
+  void random_fill(const TensorDesc& out, Distribution dist, double a, double b, std::uint64_t seed,                  \
+                   std::uint64_t offset) override;                                                                    \
+  void adam_update(const TensorDesc& param, const TensorDesc& grad, const TensorDesc& m, const TensorDesc& v,         \
                    const AdamConfig& cfg) override;
 
 // The backend of a device; throws DeviceError when that device is not built into this library.

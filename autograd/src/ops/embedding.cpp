@@ -21,18 +21,20 @@ Tensor embedding(const Tensor& weight, const Tensor& ids, std::optional<std::int
   const Tensor flat_ids = reshape(ids, {-1});                   // [n]
   const Tensor table = contiguous(weight);                      // [V, D]
   Tensor out = detail::empty_as(table, {flat_ids.numel(), D});  // [n, D]
-  const std::int64_t bad = table.backend().gather_rows(out.desc(), table.desc(), contiguous(flat_ids).desc());
-  if (bad >= 0) {
-    Shape where_in_ids(static_cast<std::size_t>(ids.dim()));
-    for (std::int64_t r = bad, d = ids.dim() - 1; d >= 0; --d) {
-      where_in_ids[static_cast<std::size_t>(d)] = r % ids.shape()[static_cast<std::size_t>(d)];
-      r /= ids.shape()[static_cast<std::size_t>(d)];
+  // A GPU reports a bad id at its next copy to the host (Backend::gather_rows), with this message.
+  const auto describe = [shape = ids.shape(), V](std::int64_t position, std::int64_t id) {
+    Shape where_in_ids(shape.size());
+    for (std::int64_t r = position, d = static_cast<std::int64_t>(shape.size()) - 1; d >= 0; --d) {
+      where_in_ids[static_cast<std::size_t>(d)] = r % shape[static_cast<std::size_t>(d)];
+      r /= shape[static_cast<std::size_t>(d)];
     }
-    throw IndexError(fmt::format(
-        "embedding: id {} at position {} of ids {} is out of range for a vocabulary of "
-        "{} ids (valid: 0 to {})",
-        static_cast<std::int64_t>(flat_ids.at({bad})), to_string(where_in_ids), to_string(ids.shape()), V, V - 1));
-  }
+    return fmt::format(
+        "embedding: id {} at position {} of ids {} is out of range for a vocabulary of {} ids (valid: 0 "
+        "to {})",
+        id, to_string(where_in_ids), to_string(shape), V, V - 1);
+  };
+  const std::int64_t bad = table.backend().gather_rows(out.desc(), table.desc(), contiguous(flat_ids).desc(), describe);
+  if (bad >= 0) throw IndexError(describe(bad, static_cast<std::int64_t>(flat_ids.at({bad}))));
   Shape shape = ids.shape();
   shape.push_back(D);
   out = detail::make_view(out, shape, contiguous_strides(shape), 0);  // [..., D]

@@ -21,13 +21,16 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, std::int64_t i
   const Tensor t = contiguous(reshape(targets, {-1}));    // [n]
   Tensor losses = detail::empty_as(x, {x.size(0)});       // [n]
   Tensor lse = detail::empty_as(x, {x.size(0)});          // [n], kept for backward: softmax = exp(x - lse)
-  const std::int64_t bad =
-      x.backend().cross_entropy_forward(losses.desc(), lse.desc(), x.desc(), t.desc(), ignore_index, smoothing);
-  if (bad >= 0)
-    throw IndexError(
-        fmt::format("cross_entropy: target {} at position {} is out of range for {} classes "
-                    "(valid: 0 to {}, or ignore_index {})",
-                    static_cast<std::int64_t>(t.at({bad})), bad, C, C - 1, ignore_index));
+  // A GPU reports a bad target at its next copy to the host (Backend::cross_entropy_forward), with this message.
+  const auto describe = [C, ignore_index](std::int64_t position, std::int64_t target) {
+    return fmt::format(
+        "cross_entropy: target {} at position {} is out of range for {} classes (valid: 0 to {}, or "
+        "ignore_index {})",
+        target, position, C, C - 1, ignore_index);
+  };
+  const std::int64_t bad = x.backend().cross_entropy_forward(losses.desc(), lse.desc(), x.desc(), t.desc(),
+                                                             ignore_index, smoothing, describe);
+  if (bad >= 0) throw IndexError(describe(bad, static_cast<std::int64_t>(t.at({bad}))));
 
   Tensor out;
   Tensor count;  // the mean's divisor, a device scalar: read back, it would make the host wait for a GPU (docs/09)
