@@ -83,14 +83,15 @@ std::vector<std::int64_t> generate(LanguageModel& model, const std::vector<std::
   std::vector<std::int64_t> sequence = prompt, out;
   // The last token sampled is never fed back: the cache holds at most the prompt and count - 1 more.
   KVCache cache = model.make_cache(static_cast<std::int64_t>(prompt.size()) + std::max<std::int64_t>(count - 1, 0));
-  std::vector<std::int64_t> feed = prompt;  // what the next forward reads
+  Tensor feed = ids_tensor(prompt);  // what the next forward reads
   for (std::int64_t i = 0; i < count; ++i) {
-    const Tensor logits = use_cache ? model(ids_tensor(feed), &cache) : model(ids_tensor(sequence));  // [1, t, V]
+    const Tensor logits = use_cache ? model(feed, &cache) : model(ids_tensor(sequence));  // [1, t, V]
     const Tensor last = view(narrow(logits, 1, logits.size(1) - 1, 1), {logits.size(2)});
     const std::int64_t token = next_token(last, o, gen);
     sequence.push_back(token);
     out.push_back(token);
-    feed = {token};
+    // Written by a fill kernel, whose argument carries the id: a copy to a GPU would wait for its queue (docs/09).
+    feed = full({1, 1}, static_cast<double>(token), {DType::int64, device});
   }
   model.train(was_training);
   return out;
