@@ -39,9 +39,6 @@ __global__ void record_bad_value_kernel(const std::int64_t* ids, long long* slot
   if (slot[0] != LLONG_MAX) slot[1] = static_cast<long long>(ids[slot[0]]);
 }
 
-}  // namespace
-
-namespace {
 void throw_first_bad(const std::vector<DescribeBadIndex>& checks, const std::vector<long long>& found) {
   for (std::size_t i = 0; i < checks.size(); ++i)
     if (found[2 * i] != LLONG_MAX)
@@ -70,7 +67,8 @@ void CudaBackend::check_indices(const std::int64_t* ids, std::int64_t n, std::in
       launch(reset_slots_kernel, 1u, 256u, 0, slots_, static_cast<std::int64_t>(kSlots));
     }
     if (first_pending_ + pending_.size() == kSlots) {  // every slot used since the ring was reset
-      if (!pending_.empty()) ++host_waits_;  // once in kSlots checks with no copy to the host between them
+      // A wait, once in kSlots checks with no copy to the host between them.
+      if (!pending_.empty()) ++host_waits_;
       take_pending_checks(checks, found);
       launch(reset_slots_kernel, 1u, 256u, 0, slots_, static_cast<std::int64_t>(kSlots));
       first_pending_ = 0;

@@ -29,8 +29,8 @@ Tensor embedding(const Tensor& weight, const Tensor& ids, std::optional<std::int
       r /= shape[static_cast<std::size_t>(d)];
     }
     return fmt::format(
-        "embedding: id {} at position {} of ids {} is out of range for a vocabulary of {} ids (valid: 0 "
-        "to {})",
+        "embedding: id {} at position {} of ids {} is out of range for a vocabulary of {} ids "
+        "(valid: 0 to {})",
         id, to_string(where_in_ids), to_string(shape), V, V - 1);
   };
   const std::int64_t bad = table.backend().gather_rows(out.desc(), table.desc(), contiguous(flat_ids).desc(), describe);

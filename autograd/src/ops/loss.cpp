@@ -24,8 +24,8 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, std::int64_t i
   // A GPU reports a bad target at its next copy to the host (Backend::cross_entropy_forward), with this message.
   const auto describe = [C, ignore_index](std::int64_t position, std::int64_t target) {
     return fmt::format(
-        "cross_entropy: target {} at position {} is out of range for {} classes (valid: 0 to {}, or "
-        "ignore_index {})",
+        "cross_entropy: target {} at position {} is out of range for {} classes "
+        "(valid: 0 to {}, or ignore_index {})",
         target, position, C, C - 1, ignore_index);
   };
   const std::int64_t bad = x.backend().cross_entropy_forward(losses.desc(), lse.desc(), x.desc(), t.desc(),
