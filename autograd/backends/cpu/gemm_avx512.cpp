@@ -52,6 +52,7 @@ void pack_b_f32(const MatrixView<const float>& b, std::int64_t k0, std::int64_t 
   if (b.col_stride == 1) {  // a row at a time for all of the panels, as pack_b_panels does
     for (std::int64_t k = 0; k < kc; ++k) {
       const float* src = b.data + (k0 + k) * b.row_stride + j0;
+      if (k + kPrefetchRows < kc) prefetch_span(src + kPrefetchRows * b.row_stride, n * 4);
       for (std::int64_t p = 0; p < panels; ++p)
         for (int j = 0; j < nr; j += 16)
           _mm512_storeu_ps(dst + p * ld + k * nr + j,
@@ -83,6 +84,7 @@ void pack_a_f32(const MatrixView<const float>& a, std::int64_t i0, std::int64_t 
   // Column-major: the block's mc rows at one k are neighbours, read once for all of its panels.
   for (std::int64_t k = 0; k < kc; ++k) {
     const float* src = a.data + i0 + (k0 + k) * a.col_stride;
+    if (k + kPrefetchRows < kc) prefetch_span(src + kPrefetchRows * a.col_stride, mc * 4);
     for (std::int64_t ip = 0; ip < mc; ip += mr)
       _mm512_mask_storeu_ps(dst + ip * kc + k * mr, store,
                             _mm512_maskz_loadu_ps(first_lanes(std::min<std::int64_t>(mr, mc - ip)), src + ip));

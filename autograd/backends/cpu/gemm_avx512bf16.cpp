@@ -110,6 +110,8 @@ void pack_b_pairs_avx512(const MatrixView<const bfloat16>& b, std::int64_t k0, s
     for (std::int64_t k = 0; k < kc; k += 2, dst += nr) {
       const std::uint16_t* even = bits(b.data + (k0 + k) * b.row_stride + j0);
       const std::uint16_t* odd = k + 1 < kc ? even + b.row_stride : nullptr;
+      if (k + kPrefetchRows + 1 < kc)
+        for (int row = 0; row < 2; ++row) prefetch_span(even + (kPrefetchRows + row) * b.row_stride, n * 2);
       for (int j = 0; j < nr; j += 16)
         _mm512_storeu_si512(dst + j, interleave(first_lanes(n - j), even + j, odd ? odd + j : nullptr));
     }
@@ -140,6 +142,8 @@ void pack_a_pairs_avx512(const MatrixView<const bfloat16>& a, std::int64_t i0, s
   for (std::int64_t q = 0; q < kp; ++q) {
     const std::uint16_t* even = bits(a.data + i0 + (k0 + 2 * q) * a.col_stride);
     const std::uint16_t* odd = 2 * q + 1 < kc ? even + a.col_stride : nullptr;
+    if (2 * q + kPrefetchRows + 1 < kc)
+      for (int row = 0; row < 2; ++row) prefetch_span(even + (kPrefetchRows + row) * a.col_stride, mc * 2);
     for (std::int64_t ip = 0; ip < mc; ip += mr)
       _mm512_mask_storeu_epi32(
           dst + ip * kp + q * mr, store,

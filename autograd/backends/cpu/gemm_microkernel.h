@@ -12,14 +12,18 @@
 namespace stepformer::cpu::gemm_detail {
 
 // Where row r's value at k is: packed, a[k * MR + r] (the panel packing wrote); in place, rows[r][k] (a row-major
-// A read as it lies, one pointer per row).
+// A read as it lies, one pointer per row). kAhead: the tile asks for its rows 64 values ahead every 16 k, since no
+// packer asked for them (2-8% on the in-place products with operands from memory; docs/performance.md, "Packing asks
+// ahead").
 template <class T, int MR>
 struct PackedA {
+  static constexpr bool kAhead = false;
   const T* a;
   T at(int r, std::int64_t k) const { return a[k * MR + r]; }
 };
 template <class T, int MR>
 struct InPlaceA {
+  static constexpr bool kAhead = true;
   const T* rows[MR];
   T at(int r, std::int64_t k) const { return rows[r][k]; }
 };
@@ -39,6 +43,9 @@ void micro_tile(std::int64_t K, const A& a, const typename V::T* b, typename V::
     for (int v = 0; v < NV; ++v) acc[r][v] = V::zero();
   for (std::int64_t k = 0; k < K; ++k, b += NR) {
     Reg bk[NV];
+    if constexpr (A::kAhead)
+      if ((k & 15) == 0 && k + 64 < K)
+        for (int r = 0; r < MR; ++r) __builtin_prefetch(a.rows[r] + k + 64);
 #pragma GCC unroll 8
     for (int v = 0; v < NV; ++v) bk[v] = V::load(b + v * L);
 #pragma GCC unroll 16
