@@ -113,7 +113,11 @@ void blocked_gemm(std::int64_t M, std::int64_t N, std::int64_t K, T alpha, T bet
   const std::int64_t kp_max = kn.packed(std::min(kn.kc, K));  // packed k: values or pairs
   P* const packed_b = scratch<P>(0, static_cast<std::size_t>(nc_max * kp_max));
 
-  const RowBlocks rows(M, mr, kn.mc, threads);
+  // A few row panels with many column panels (a weight gradient of 64 rows: 5 panels against 8) are split by
+  // columns: split by rows, each thread read every packed B panel for its 2 or 3 row panels, and two threads ran
+  // the product no faster than one (docs/performance.md, "Packing asks ahead").
+  const bool by_columns = (M + mr - 1) / mr < 4 * threads && nc_max / nr >= 2 * threads;
+  const RowBlocks rows(M, mr, kn.mc, by_columns ? 1 : threads);
   const std::int64_t blocks = rows.count;
 
   on_team(threads, [&](int thread, int team) {
