@@ -456,6 +456,31 @@ std::vector<Case> cases() {
             4);
       }
       // --- random and the optimizer ------------------------------------------------------------------
+      // Sampling from float32 and float64 logits: the same token and float64 distribution exactly (every backend
+      // adds in the same order), at draws near 0, mid-way and within rounding of 1; "ties" gives many logits the
+      // same value, which the order breaks by id.
+      const SamplingConfig rules[] = {{1.0, 0, 1.0}, {0.7, 5, 0.9}, {0.0, 0, 1.0}, {2.0, n + 3, 0.5}};
+      for (const SamplingConfig& rule : rules)
+        for (const bool ties : {false, true})
+          add(
+              "sample_token",
+              "temperature " + std::to_string(rule.temperature) + ", top_k " + std::to_string(rule.top_k) + ", top_p " +
+                  std::to_string(rule.top_p) + (ties ? ", tied logits" : "") + size,
+              dt,
+              [=](Device dev, Backend& b) {
+                std::vector<double> host(static_cast<std::size_t>(n));
+                for (std::size_t v = 0; v < host.size(); ++v)
+                  host[v] = ties ? 0.5 * static_cast<double>((v * 7) % 5) : std::sin(3.7 * static_cast<double>(v));
+                const Tensor logits = from_vector(host, {n}, {dt, dev});
+                std::vector<Tensor> out;
+                for (const double u : {0.0, 0.41, 1 - 1e-15}) {
+                  Tensor token = full({1}, -7, {DType::int64, dev}), probs = sentinel(dev, {n}, DType::float64);
+                  b.sample_token(token.desc(), probs.desc(), logits.desc(), rule, u);
+                  out.insert(out.end(), {token, probs});
+                }
+                return out;
+              },
+              1, true);
       for (const Distribution dist : {Distribution::uniform, Distribution::normal, Distribution::dropout})
         add(
             "random_fill",

@@ -3,6 +3,7 @@
 // result equals what a known mistake computes, the message names that mistake.
 #include <cmath>
 
+#include "../../autograd/backends/sampling_math.h"  // exercise 12.5's nucleus_size, written once for every backend
 #include "../helpers.h"
 #include "autograd/grad_mode.h"
 #include "transformer/grouped_attention.h"
@@ -204,7 +205,7 @@ TEST_CASE("ex12.5: top-p keeps the fewest likeliest tokens reaching p, the cross
   // whatever memory follows.
   std::vector<double> sorted{0.5, 0.3, 0.2, 1000, 1000, 1000, 1000, 1000};
   sorted.resize(3);
-  const std::size_t kept = nucleus_size(sorted, 5, 1.0);
+  const std::size_t kept = nucleus_size(sorted.data(), sorted.size(), 5, 1.0);
   if (kept > sorted.size())
     FAIL(mistake("top-k-unclamped", "top_k 5 on 3 tokens kept " + std::to_string(kept) +
                                         ": a top_k above the vocabulary keeps them all; take at most as many as "

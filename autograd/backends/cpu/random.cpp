@@ -1,9 +1,13 @@
 // Random fills of a contiguous tensor: element i takes the bits random_bits(seed, offset, i), whichever
 // thread computes it, so the result does not depend on the thread count. One loop per distribution, in
 // multi-versioned functions, so that the Philox rounds run 8 or 16 elements at a time; dropout's mask, on a CPU with
-// AVX-512F, in random_avx512.cpp's own loop (the same bits, twice the speed).
+// AVX-512F, in random_avx512.cpp's own loop (the same bits, twice the speed). And sampling a token.
+#include <algorithm>
 #include <cmath>
+#include <numeric>
+#include <vector>
 
+#include "../sampling_math.h"
 #include "autograd/random.h"
 #include "cpu_backend.h"
 #include "random_fill.h"
@@ -64,6 +68,25 @@ void CpuBackend::random_fill(const TensorDesc& out, Distribution dist, double a,
     for (std::int64_t i = 0; i < n; i += kChunk)
       fill_chunk(ptr<T>(out), i, std::min(n, i + kChunk), dist, a, b, seed, offset);
   });
+}
+
+// Sampling (sampling_math.h's steps): a sort of V ids, tiny next to the model's forward; on one thread.
+void CpuBackend::sample_token(const TensorDesc& token, const TensorDesc& probs, const TensorDesc& logits,
+                              const SamplingConfig& cfg, double u) {
+  const auto n = static_cast<std::size_t>(logits.numel());
+  double* p = ptr<double>(probs);
+  dispatch_floating(logits.dtype, "sample_token", [&](auto t) {
+    const auto* l = ptr<decltype(t)>(logits);
+    const std::size_t best = first_max(l, n);
+    const auto max_logit = static_cast<double>(l[best]);
+    for (std::size_t v = 0; v < n; ++v)
+      p[v] = sampling_weight(static_cast<double>(l[v]), max_logit, v == best, cfg.temperature);
+  });
+  std::vector<std::int64_t> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [p](std::int64_t a, std::int64_t b) { return likelier(p, a, b); });
+  std::vector<double> sorted(n);
+  *ptr<std::int64_t>(token) = cut_and_draw(p, order.data(), sorted.data(), n, cfg, u);
 }
 
 }  // namespace stepformer::cpu

@@ -6,6 +6,8 @@
 //
 // Mapping: one thread per element, grid-stride; each thread runs ten Philox rounds (pure integer work,
 // no memory but the store), which is why counter-based generators suit GPUs.
+// Sampling a token (chapter 12) lives here too: a draw from the distribution the logits give, on the device.
+#include "../sampling_math.h"
 #include "autograd/random.h"
 #include "cuda_backend.h"
 #include "device_utils.cuh"
@@ -31,6 +33,31 @@ __global__ void random_fill_kernel(T* out, std::int64_t n, Distribution dist, do
   }
 }
 
+// One block draws one token by sampling_math.h's steps: thread 0 finds the largest logit, the block computes the
+// weights and ranks each id by counting the ids likelier than it (V^2 comparisons over the block's threads, as
+// sort_positions_kernel ranks positions), and thread 0 then cuts, renormalises and draws, summing in the order
+// every backend sums in.
+constexpr unsigned kSampleThreads = 1024;
+
+template <class T>
+__global__ void sample_token_kernel(std::int64_t* token, double* p, std::int64_t* order, double* sorted,
+                                    const T* logits, std::int64_t n, SamplingConfig cfg, double u) {
+  __shared__ std::int64_t best;
+  if (threadIdx.x == 0) best = static_cast<std::int64_t>(first_max(logits, static_cast<std::size_t>(n)));
+  __syncthreads();
+  for (std::int64_t v = threadIdx.x; v < n; v += blockDim.x)
+    p[v] =
+        sampling_weight(static_cast<double>(logits[v]), static_cast<double>(logits[best]), v == best, cfg.temperature);
+  __syncthreads();
+  for (std::int64_t v = threadIdx.x; v < n; v += blockDim.x) {
+    std::int64_t rank = 0;
+    for (std::int64_t w = 0; w < n; ++w) rank += likelier(p, w, v);
+    order[rank] = v;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) *token = cut_and_draw(p, order, sorted, static_cast<std::size_t>(n), cfg, u);
+}
+
 }  // namespace
 
 void CudaBackend::random_fill(const TensorDesc& out, Distribution dist, double a, double b, std::uint64_t seed,
@@ -41,6 +68,21 @@ void CudaBackend::random_fill(const TensorDesc& out, Distribution dist, double a
     using T = decltype(t);
     launch(random_fill_kernel<T>, blocks_for(n, 256), 256u, 0, static_cast<T*>(out.data), n, dist, a, b, seed, offset);
   });
+}
+
+void CudaBackend::sample_token(const TensorDesc& token, const TensorDesc& probs, const TensorDesc& logits,
+                               const SamplingConfig& cfg, double u) {
+  const std::int64_t n = logits.numel();
+  const std::size_t bytes = static_cast<std::size_t>(n) * (sizeof(std::int64_t) + sizeof(double));
+  void* scratch = allocate(bytes);
+  auto* order = static_cast<std::int64_t*>(scratch);
+  dispatch_floating(logits.dtype, "sample_token", [&](auto t) {
+    using T = decltype(t);
+    launch(sample_token_kernel<T>, 1u, kSampleThreads, 0, static_cast<std::int64_t*>(token.data),
+           static_cast<double*>(probs.data), order, reinterpret_cast<double*>(order + n),
+           static_cast<const T*>(logits.data), n, cfg, u);
+  });
+  deallocate(scratch, bytes);  // the cache hands it out again only to work queued after this kernel
 }
 
 }  // namespace stepformer::STEPFORMER_CUDA_NS

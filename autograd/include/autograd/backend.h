@@ -99,6 +99,14 @@ struct AttentionConfig {
   std::uint64_t seed = 0, offset = 0;
 };
 
+// How a token is drawn from logits (chapter 12): softmax(logits / temperature), cut to the top_k likeliest and
+// then to the nucleus top_p of what top-k kept, renormalised. transformer::SamplingOptions is this struct.
+struct SamplingConfig {
+  double temperature = 1.0;  // 0: greedy (argmax); < 1 sharpens the distribution, > 1 flattens it
+  std::int64_t top_k = 0;    // keep the k most likely tokens (Fan et al. 2018); 0 keeps all
+  double top_p = 1.0;  // keep the fewest most likely tokens whose probabilities sum to >= p (Holtzman et al. 2020)
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -212,6 +220,12 @@ class Backend {
   // --- random and optimizers ----------------------------------------------------------------------
   virtual void random_fill(const TensorDesc& out, Distribution dist, double a, double b, std::uint64_t seed,
                            std::uint64_t offset) = 0;
+  // One token drawn from contiguous float32 or float64 logits [V] at u in [0, 1): writes the distribution drawn from
+  // into probs (float64 [V]) and the token into token (int64 [1], any stride), by the steps of
+  // backends/sampling_math.h in float64, so that every backend draws the same token for the same u. Nothing is
+  // read back to the host.
+  virtual void sample_token(const TensorDesc& token, const TensorDesc& probs, const TensorDesc& logits,
+                            const SamplingConfig& cfg, double u) = 0;
   // One Adam/AdamW step on contiguous param, grad, m, v (all the same numel), in place.
   virtual void adam_update(const TensorDesc& param, const TensorDesc& grad, const TensorDesc& m, const TensorDesc& v,
                            const AdamConfig& cfg) = 0;
@@ -269,6 +283,8 @@ class Backend {
                           const TensorDesc& lse, const TensorDesc& blocked, const AttentionConfig& cfg) override;     \
   void random_fill(const TensorDesc& out, Distribution dist, double a, double b, std::uint64_t seed,                  \
                    std::uint64_t offset) override;                                                                    \
+  void sample_token(const TensorDesc& token, const TensorDesc& probs, const TensorDesc& logits,                       \
+                    const SamplingConfig& cfg, double u) override;                                                    \
   void adam_update(const TensorDesc& param, const TensorDesc& grad, const TensorDesc& m, const TensorDesc& v,         \
                    const AdamConfig& cfg) override;
 

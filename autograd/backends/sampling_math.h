@@ -1,0 +1,76 @@
+#pragma once
+// Drawing one token from logits (chapter 12: temperature, top-k, top-p), written once for every backend as
+// elementwise_math.h is. Each backend's sample_token runs these steps, so the reference, the CPU and the CUDA
+// kernel compute the same probabilities with the same additions in the same order and draw the same token for
+// the same u:
+//   1. weights w_v = exp((l_v - l_max) / T), l_max the first largest logit (`first_max`, `sampling_weight`);
+//      T = 0 puts weight 1 on that token and 0 on the rest (greedy);
+//   2. the ids ordered likeliest first, ties by id (`likelier`): each backend sorts its own way;
+//   3. how many of them survive top-k and top-p (`nucleus_size`), renormalised to probabilities;
+//   4. the inverse of the cumulative distribution, summed in id order, at u (`cut_and_draw`).
+// The additions (the kept mass, the cumulative sum) run on one thread even on a GPU: a parallel sum would round
+// differently and, at a tie with u, pick another token.
+#include <cstddef>
+#include <cstdint>
+
+#include "elementwise_math.h"
+
+namespace stepformer {
+
+template <class T>
+STEPFORMER_MATH_FN std::size_t first_max(const T* logits, std::size_t n) {
+  std::size_t best = 0;
+  for (std::size_t v = 1; v < n; ++v)
+    if (logits[v] > logits[best]) best = v;
+  return best;
+}
+
+STEPFORMER_MATH_FN double sampling_weight(double logit, double max_logit, bool is_max, double temperature) {
+  if (temperature == 0) return is_max ? 1.0 : 0.0;
+  return exp_((logit - max_logit) / temperature);
+}
+
+// Whether id a comes before id b in the order of step 2.
+STEPFORMER_MATH_FN bool likelier(const double* w, std::int64_t a, std::int64_t b) {
+  return w[a] > w[b] || (w[a] == w[b] && a < b);
+}
+
+// How many of the likeliest tokens survive: `sorted` holds n (unnormalised) probabilities most likely first;
+// top-k keeps the first top_k of them (all when top_k is 0 or at least n), then top-p keeps the fewest leading
+// ones whose mass reaches top_p times what top-k kept (the one that crosses it included).
+STEPFORMER_MATH_FN std::size_t nucleus_size(const double* sorted, std::size_t n, std::int64_t top_k, double top_p) {
+  // EXERCISE 12.5: the first top_k (0 or too many: all), then the fewest whose mass reaches top_p of it
+  const std::size_t keep = top_k > 0 && static_cast<std::size_t>(top_k) < n ? static_cast<std::size_t>(top_k) : n;
+  double total = 0;
+  for (std::size_t i = 0; i < keep; ++i) total += sorted[i];
+  double mass = 0;
+  for (std::size_t i = 0; i < keep; ++i) {
+    mass += sorted[i];
+    if (mass >= top_p * total) return i + 1;  // the token that crosses p is kept: the nucleus is never empty
+  }
+  return keep;
+  // END EXERCISE
+}
+
+// Steps 3 and 4 on the weights p [n] (step 1) and `order` (step 2): p becomes the distribution drawn from (kept
+// weights over their sum, 0 for the rest) and the token returned is the first id whose cumulative probability
+// exceeds u. `sorted` is scratch for n values. A u within rounding of 1 gets the last kept id.
+STEPFORMER_MATH_FN std::int64_t cut_and_draw(double* p, const std::int64_t* order, double* sorted, std::size_t n,
+                                             const SamplingConfig& cfg, double u) {
+  for (std::size_t i = 0; i < n; ++i) sorted[i] = p[order[i]];
+  const std::size_t keep = nucleus_size(sorted, n, cfg.top_k, cfg.top_p);
+  double kept = 0;
+  for (std::size_t i = 0; i < keep; ++i) kept += sorted[i];
+  for (std::size_t i = 0; i < n; ++i) p[order[i]] = i < keep ? sorted[i] / kept : 0.0;
+  double cumulative = 0;
+  std::int64_t last = 0;
+  for (std::size_t v = 0; v < n; ++v) {
+    if (p[v] <= 0) continue;
+    last = static_cast<std::int64_t>(v);
+    cumulative += p[v];
+    if (u < cumulative) return last;
+  }
+  return last;
+}
+
+}  // namespace stepformer
