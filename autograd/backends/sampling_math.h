@@ -1,8 +1,9 @@
 #pragma once
 // Drawing one token from logits (chapter 12: temperature, top-k, top-p), written once for every backend as
-// elementwise_math.h is. Each backend's sample_token runs these steps, so the reference, the CPU and the CUDA
-// kernel compute the same probabilities with the same additions in the same order and draw the same token for
-// the same u:
+// elementwise_math.h is. Each backend's sample_token runs these steps, with the same additions in the same order, so
+// the reference, the CPU and cuda-sim compute the same probabilities to the bit and draw the same token for the
+// same logits and u (a GPU's exp may differ from the CPU's in the last bit, which changes a token only where u
+// falls within that of a boundary of the cumulative distribution):
 //   1. weights w_v = exp((l_v - l_max) / T), l_max the first largest logit (`first_max`, `sampling_weight`);
 //      T = 0 puts weight 1 on that token and 0 on the rest (greedy);
 //   2. the ids ordered likeliest first, ties by id (`likelier`): each backend sorts its own way;

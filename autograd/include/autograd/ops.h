@@ -117,9 +117,9 @@ Tensor normal(const Shape& shape, double mean, double std, Generator& gen, Optio
 Tensor dropout(const Tensor& a, double p, bool training, Generator& gen = default_generator());
 // One token drawn from logits [V] (any float dtype and device) as chapter 12 samples (SamplingConfig, backend.h):
 // the distribution drawn from (float64 [V]) and the token (int64 [1]), both on the logits' device, so a GPU's
-// decoding loop does not wait for them. One uniform draw from gen: the same seed and offset give the same token
-// on every device. `into`, when given, is an int64 [1] tensor on that device (a view of a longer one: the tokens
-// of a generation) that receives the token and is returned as it. Not differentiable.
+// decoding loop does not wait for them. One uniform draw from gen: the same logits, seed and offset give the same
+// token on every backend (backends/sampling_math.h). `into`, when given, is an int64 [1] tensor on that device (a view
+// of a longer one: the tokens of a generation) that receives the token and is returned as it. Not differentiable.
 struct SampledToken {
   Tensor token, probs;
 };

@@ -66,15 +66,17 @@ SampledToken sample_token(const Tensor& logits, const SamplingConfig& cfg, Gener
   detail::check_operands("sample_token", {&logits});
   if (logits.dim() != 1 || logits.numel() == 0)
     throw ShapeError(fmt::format("sample_token expected logits [V] with V > 0, got {}", to_string(logits.shape())));
-  if (!is_floating(logits.dtype()))
-    throw DTypeError(fmt::format("sample_token: logits must be floating point, got {}", dtype_name(logits.dtype())));
+  detail::check_floating("sample_token", logits);
   if (!(cfg.temperature >= 0) || cfg.top_k < 0 || !(cfg.top_p > 0 && cfg.top_p <= 1))
     throw ValueError(fmt::format("sample_token: temperature {} must be >= 0, top_k {} >= 0, top_p {} in (0, 1]",
                                  cfg.temperature, cfg.top_k, cfg.top_p));
-  if (into.defined() && (into.shape() != Shape{1} || into.dtype() != DType::int64 || into.device() != logits.device()))
-    throw ShapeError(fmt::format("sample_token: into must be int64 [1] on {}, got {} [{}] on {}",
-                                 device_name(logits.device()), dtype_name(into.dtype()), to_string(into.shape()),
-                                 device_name(into.device())));
+  if (into.defined()) {
+    detail::check_operands("sample_token", {&logits, &into}, false);
+    if (into.shape() != Shape{1})
+      throw ShapeError(fmt::format("sample_token: into must be [1], got {}", to_string(into.shape())));
+    if (into.dtype() != DType::int64)
+      throw DTypeError(fmt::format("sample_token: into must be int64, got {}", dtype_name(into.dtype())));
+  }
   const NoGradGuard no_grad;
   // The backends read float32 and float64; a bfloat16 logit converts to float32 exactly.
   const Tensor l = contiguous(logits.dtype() == DType::bfloat16 ? logits.to(DType::float32) : logits);
