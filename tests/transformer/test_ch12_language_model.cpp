@@ -191,7 +191,8 @@ TEST_CASE("sample_token refuses what it cannot sample from, naming the op", "[ch
                     Catch::Matchers::ContainsSubstring("into must be [1]"));
   CHECK_THROWS_WITH(sample_token(logits, {}, gen, zeros({1})),
                     Catch::Matchers::ContainsSubstring("into must be int64"));
-  CHECK_THROWS_AS(sample_token(logits, {}, gen, zeros({1}, {DType::int64, {DeviceType::cuda_sim, 0}})), DeviceError);
+  // The reference device: never the default one, on which the test runs (the CPU, or cuda-sim in its variant).
+  CHECK_THROWS_AS(sample_token(logits, {}, gen, zeros({1}, {DType::int64, {DeviceType::reference, 0}})), DeviceError);
   Tensor tokens = full({3}, -1, {DType::int64});
   const Tensor got = sample_token(logits, {0.0}, gen, narrow(tokens, 0, 1, 1)).token;  // greedy: id 2
   CHECK(tokens.to_vector<std::int64_t>() == std::vector<std::int64_t>{-1, 2, -1});
