@@ -2,10 +2,12 @@
 // layers, batch 64 x 16 tokens) and the paper's base config (d_model 512, 6+6 layers, batch 32 x 32),
 // 8000-word vocabularies, the chapter 07 recipe (Adam, label smoothing 0.1, clipping). Prints ms per
 // step, tokens/s and model FLOPs utilisation (transformer/flops.h over cpu/peak.h's measured peak),
-// greedy decoding ms per batch (in the step's precision) and the process's peak memory.
+// greedy decoding ms per batch (in the step's precision; --tokens 0 leaves it out) and the process's peak memory.
+// The peak is measured first, so that a profile started after the set-up and the warm-up step (perf record -D)
+// holds the steps alone.
 // tools/compare/torch_train_step.py runs the same shapes in PyTorch, so that the two can be run back to back.
 //
-//   build/bench/bin/train_bench [small|base] [--threads N] [--steps N] [--precision fp32|bf16]
+//   build/bench/bin/train_bench [small|base] [--threads N] [--steps N] [--precision fp32|bf16] [--tokens N]
 #include <fmt/format.h>
 #include <omp.h>
 
@@ -31,29 +33,36 @@ using bench::peak_rss_mb;
 
 int main(int argc, char** argv) {
   std::string which = "small";
-  int threads = 0, steps = 0;
+  int threads = 0, steps = 0, tokens = -1;
   std::string precision = "fp32";
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--threads") && i + 1 < argc)
       threads = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--steps") && i + 1 < argc)
       steps = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--tokens") && i + 1 < argc)
+      tokens = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--precision") && i + 1 < argc &&
              (!std::strcmp(argv[i + 1], "fp32") || !std::strcmp(argv[i + 1], "bf16")))
       precision = argv[++i];
     else if (!std::strcmp(argv[i], "small") || !std::strcmp(argv[i], "base"))
       which = argv[i];
     else {
-      fmt::print(stderr, "usage: train_bench [small|base] [--threads N] [--steps N] [--precision fp32|bf16]\n");
+      fmt::print(stderr,
+                 "usage: train_bench [small|base] [--threads N] [--steps N] [--precision fp32|bf16] [--tokens N]\n");
       return 2;
     }
   }
   if (threads > 0) omp_set_num_threads(threads);
+  // MFU against the peak of the precision the GEMMs run in (cpu/peak.h).
+  const double peak =
+      precision == "bf16" ? cpu::bf16_peak_flops(omp_get_max_threads()) : cpu::peak_flops(omp_get_max_threads());
   const bool base = which == "base";
   const bench::ModelSetup setup = model_setup(which);
   const Config& cfg = setup.cfg;
   const std::int64_t batch = setup.batch, len = setup.len;
   if (steps <= 0) steps = base ? 5 : 30;
+  if (tokens < 0) tokens = static_cast<int>(len);
 
   Generator gen(1), data(2);
   Transformer model(cfg, gen);
@@ -66,25 +75,25 @@ int main(int argc, char** argv) {
     best = std::min(best, t);
     total += t;
   }
-  model.eval();
-  // Decoding in the precision the step trained in: under bf16 autocast its products run on the bf16 kernel too.
-  const double decode = bench::best_seconds(
-      [&] {
-        NoGradGuard no_grad;
-        const AutocastGuard autocast(precision_from_name(precision));
-        greedy_decode(model, b.src, {.max_len = len});
-      },
-      3, 0.5);
-  // MFU against the peak of the precision the GEMMs run in (cpu/peak.h).
+  std::string decoding;
+  if (tokens > 0) {
+    model.eval();
+    // Decoding in the precision the step trained in: under bf16 autocast its products run on the bf16 kernel too.
+    const double decode = bench::best_seconds(
+        [&] {
+          NoGradGuard no_grad;
+          const AutocastGuard autocast(precision_from_name(precision));
+          greedy_decode(model, b.src, {.max_len = tokens});
+        },
+        3, 0.5);
+    decoding = fmt::format("; greedy decode {} tokens {:.1f} ms", tokens, decode * 1e3);
+  }
   const double flops = training_step_flops(cfg, batch, len, len);
-  const double peak =
-      precision == "bf16" ? cpu::bf16_peak_flops(omp_get_max_threads()) : cpu::peak_flops(omp_get_max_threads());
   fmt::print(
       "{} config, {}: {} parameters, batch {} x {} tokens, {} threads: train step {:.1f} ms (best) {:.1f} ms (mean of "
-      "{}), {:.0f} target tokens/s, {:.1f} model GFLOP/step, MFU {:.1f}% of {:.0f} GFLOP/s{}; greedy decode {} tokens "
-      "{:.1f} ms, peak RSS {:.0f} MB\n",
+      "{}), {:.0f} target tokens/s, {:.1f} model GFLOP/step, MFU {:.1f}% of {:.0f} GFLOP/s{}{}, peak RSS {:.0f} MB\n",
       which, precision, model.parameter_count(), batch, len, omp_get_max_threads(), best * 1e3, total / steps * 1e3,
       steps, static_cast<double>(batch * len) / best, flops / 1e9, 100 * flops / best / peak, peak / 1e9,
-      precision == "bf16" ? fmt::format(" ({})", cpu::bf16_peak_kernel()) : "", len, decode * 1e3, peak_rss_mb());
+      precision == "bf16" ? fmt::format(" ({})", cpu::bf16_peak_kernel()) : "", decoding, peak_rss_mb());
   return 0;
 }
