@@ -304,9 +304,20 @@ std::vector<Case> cases() {
             [=](Device dev, Backend& b) {
               Tensor y = sentinel(dev, {5, n}, dt), rstd = sentinel(dev, {5}, dt);
               const Tensor g = input(dev, {n}, 77, dt);
-              b.rms_norm_forward(y.desc(), rstd.desc(), input(dev, {5, n}, 78, dt, -3, 5).desc(),
+              b.rms_norm_forward(y.desc(), rstd.desc(), kNone, input(dev, {5, n}, 78, dt, -3, 5).desc(), kNone,
                                  gain ? g.desc() : kNone, 1e-5);
               return std::vector<Tensor>{y, rstd};
+            },
+            5);
+        // With a residual: the rows of x + residual are normalised and the sum is an output too.
+        add(
+            "rms_norm_forward", "5 rows plus a residual" + which + size, dt,
+            [=](Device dev, Backend& b) {
+              Tensor y = sentinel(dev, {5, n}, dt), rstd = sentinel(dev, {5}, dt), sum = sentinel(dev, {5, n}, dt);
+              const Tensor g = input(dev, {n}, 77, dt);
+              b.rms_norm_forward(y.desc(), rstd.desc(), sum.desc(), input(dev, {5, n}, 78, dt, -3, 5).desc(),
+                                 input(dev, {5, n}, 82, dt, -2, 2).desc(), gain ? g.desc() : kNone, 1e-5);
+              return std::vector<Tensor>{y, rstd, sum};
             },
             5);
         add(
@@ -315,7 +326,8 @@ std::vector<Case> cases() {
               const Tensor x = input(dev, {5, n}, 79, dt, -3, 5), g = input(dev, {n}, 80, dt);
               // rstd from the reference, so that both devices start from the same statistic.
               Tensor y = sentinel(kReference, {5, n}, dt), rstd = sentinel(kReference, {5}, dt);
-              backend_for(kReference).rms_norm_forward(y.desc(), rstd.desc(), x.to(kReference).desc(), kNone, 1e-5);
+              backend_for(kReference)
+                  .rms_norm_forward(y.desc(), rstd.desc(), kNone, x.to(kReference).desc(), kNone, kNone, 1e-5);
               Tensor dx = sentinel(dev, {5, n}, dt), dg = sentinel(dev, {n}, dt);
               b.rms_norm_backward(dx.desc(), gain ? dg.desc() : kNone, input(dev, {5, n}, 81, dt).desc(), x.desc(),
                                   rstd.to(dev).desc(), gain ? g.desc() : kNone);

@@ -9,6 +9,9 @@ TEST_CASE("shape mismatch names the op and both shapes", "[ch00][errors]") {
   REQUIRE_THROWS_WITH_ALL(cat({ones({2, 3}), ones({3, 2})}, 0), ShapeError, "cat", "[2, 3]", "[3, 2]");
   REQUIRE_THROWS_WITH_ALL(layer_norm(ones({2, 3}), ones({4}), {}), ShapeError, "layer_norm", "[4]", "[2, 3]");
   REQUIRE_THROWS_WITH_ALL(rms_norm(ones({2, 3}), ones({4})), ShapeError, "rms_norm", "[4]", "[2, 3]");
+  REQUIRE_THROWS_WITH_ALL(add_rms_norm(ones({2, 3}), ones({3}), ones({3})), ShapeError, "add_rms_norm", "[2, 3]", "[3]",
+                          "broadcasting");
+  REQUIRE_THROWS_WITH_ALL(add_rms_norm(ones({2, 3}), ones({2, 3}), ones({4})), ShapeError, "add_rms_norm", "[4]");
   REQUIRE_THROWS_WITH_ALL(rotate_pairs(ones({2, 3}), ones({2, 1}), ones({2, 1}), RopePairing::half), ShapeError,
                           "rotate_pairs", "D even", "[2, 3]");
   REQUIRE_THROWS_WITH_ALL(rotate_pairs(ones({2, 4}), ones({3, 2}), ones({2, 2}), RopePairing::half), ShapeError,
@@ -37,6 +40,8 @@ TEST_CASE("bad dims name the dim and the valid range", "[ch00][errors]") {
 }
 
 TEST_CASE("dtype mismatch names the op and both dtypes", "[ch00][errors]") {
+  REQUIRE_THROWS_WITH_ALL(add_rms_norm(ones({2, 3}), ones({2, 3}, {DType::float64}), ones({3})), DTypeError,
+                          "add_rms_norm", "float32", "float64");
   REQUIRE_THROWS_WITH_ALL(ones({2}) + ones({2}, {DType::float64}), DTypeError, "add", "float32", "float64");
   REQUIRE_THROWS_WITH_ALL(exp(ones({2}, {DType::int64})), DTypeError, "exp", "int64");
   REQUIRE_THROWS_WITH_ALL(embedding(ones({3, 2}), ones({2})), DTypeError, "embedding", "ids", "int64");

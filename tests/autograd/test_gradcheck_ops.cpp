@@ -152,6 +152,17 @@ std::vector<Case> cases() {
       {"layer_norm", "no affine, transposed", {{5, 3}}, [T](auto& x) { return layer_norm(T(x[0]), {}, {}); }},
       {"rms_norm", "gain", {{3, 5}, {5}}, [](auto& x) { return rms_norm(x[0], x[1]); }},
       {"rms_norm", "no gain, transposed", {{5, 3}}, [T](auto& x) { return rms_norm(T(x[0]), {}); }},
+      {"rms_norm",
+       "add_rms_norm (an add node, then rms_norm's), the sum and the norm both used, gain",
+       {{3, 5}, {3, 5}, {5}},
+       [](auto& x) {
+         const SumAndNorm out = add_rms_norm(x[0], x[1], x[2]);
+         return out.sum * out.normed;
+       }},
+      {"rms_norm",
+       "add_rms_norm, no gain, a transposed residual",
+       {{3, 5}, {5, 3}},
+       [T](auto& x) { return add_rms_norm(x[0], T(x[1]), {}).normed; }},
       {"rotate_pairs",
        "half, heads a permuted view",
        {{2, 3, 4, 6}},

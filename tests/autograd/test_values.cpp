@@ -86,6 +86,28 @@ TEST_CASE("swiglu in float32 is silu then mul, bit for bit, forward and gradient
   CHECK(fused_gate == gate.grad().to_vector<float>());
 }
 
+TEST_CASE("add_rms_norm in float32 is add then rms_norm, bit for bit, forward and gradients", "[ch12][values]") {
+  // One pass writes the sum and normalises it; the two ops round the same sum and normalise it with the same row
+  // functions, so the bits agree, and the graph is theirs. Rows of 70 reach the vectorised loops and their tails.
+  Generator gen(4);
+  Tensor x = uniform({2, 3, 70}, -3, 3, gen), r = uniform({2, 3, 70}, -2, 2, gen), w = uniform({70}, 0.5, 1.5, gen);
+  const Tensor g_sum = uniform({2, 3, 70}, -1, 1, gen), g_normed = uniform({2, 3, 70}, -1, 1, gen);
+  for (Tensor* t : {&x, &r, &w}) t->set_requires_grad(true);
+  const auto grads = [&] {
+    std::vector<std::vector<float>> out;
+    for (Tensor* t : {&x, &r, &w}) out.push_back(t->grad().to_vector<float>()), t->zero_grad();
+    return out;
+  };
+  const SumAndNorm fused = add_rms_norm(x, r, w);
+  sum(fused.sum * g_sum + fused.normed * g_normed).backward();
+  const auto fused_grads = grads();
+  const Tensor h = x + r, normed = rms_norm(h, w);
+  CHECK(fused.sum.to_vector<float>() == h.to_vector<float>());
+  CHECK(fused.normed.to_vector<float>() == normed.to_vector<float>());
+  sum(h * g_sum + normed * g_normed).backward();
+  CHECK(fused_grads == grads());
+}
+
 TEST_CASE("layer_norm: biased variance, eps inside the sqrt (seed 002's hand-rolled norm differs)", "[ch00][values]") {
   // torch.nn.functional.layer_norm(torch.tensor([[1., 2., 3., 4.]], dtype=torch.float64), (4,))
   const Tensor y = layer_norm(f64({1, 2, 3, 4}, {1, 4}), {}, {});

@@ -76,13 +76,15 @@ LMBlock::LMBlock(const LMConfig& cfg, Generator& gen) : pre_norm(cfg.pre_norm) {
   feed_forward_norm = register_module("feed_forward_norm", make_norm(cfg.norm, cfg.d_model));
 }
 
+// Each residual sum and the norm that reads it are one call, add_then_norm: one pass over the rows for RMSNorm.
 Tensor LMBlock::forward(const Tensor& x, LayerCache* cache) {
   if (pre_norm) {
-    const Tensor h = x + (*attention)((*attention_norm)(x), cache);  // x + Attention(Norm(x))
-    return h + (*feed_forward)((*feed_forward_norm)(h));             // h + FFN(Norm(h))
+    const Tensor a = (*attention)((*attention_norm)(x), cache);
+    const auto [h, normed] = add_then_norm(*feed_forward_norm, x, a);  // h = x + Attention(Norm(x)), and Norm(h)
+    return h + (*feed_forward)(normed);                                // h + FFN(Norm(h))
   }
-  const Tensor h = (*attention_norm)(x + (*attention)(x, cache));  // Norm(x + Attention(x))
-  return (*feed_forward_norm)(h + (*feed_forward)(h));             // Norm(h + FFN(h))
+  const Tensor h = add_then_norm(*attention_norm, x, (*attention)(x, cache)).normed;  // Norm(x + Attention(x))
+  return add_then_norm(*feed_forward_norm, h, (*feed_forward)(h)).normed;             // Norm(h + FFN(h))
 }
 
 std::int64_t kv_cache_bytes_per_token(const LMConfig& cfg, std::int64_t bytes_per_element) {

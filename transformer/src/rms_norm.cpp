@@ -23,6 +23,16 @@ Tensor RMSNorm::forward(const Tensor& x) {
   return rms_norm(x, weight, eps);
 }
 
+SumAndNorm add_then_norm(nn::UnaryModule& norm, const Tensor& x, const Tensor& residual) {
+  auto* rms = dynamic_cast<RMSNorm*>(&norm);
+  if (rms == nullptr || x.shape() != residual.shape() || x.dtype() != residual.dtype()) {
+    Tensor sum = x + residual;
+    return {sum, norm(sum)};
+  }
+  const ScopeGuard scope = rms->enter_scope();  // as calling the module would
+  return add_rms_norm(x, residual, rms->weight, rms->eps);
+}
+
 std::shared_ptr<nn::UnaryModule> make_norm(NormKind kind, std::int64_t dim) {
   if (kind == NormKind::rms) return std::make_shared<RMSNorm>(dim);
   return std::make_shared<nn::LayerNorm>(dim);

@@ -9,7 +9,8 @@
 //
 // RMSNorm is the same without the mean and without beta: rstd and dx through ../elementwise_math.h's
 // rms_norm_rstd and rms_norm_dx (the formulas every backend shares), row sums in double, dgamma as above. Its
-// rows run through parallel_for_rethrow: the formulas are an exercise, and an unsolved stub throws from a row.
+// rows run through parallel_for_rethrow: the formulas are an exercise, and an unsolved stub throws from a row. With a
+// residual, a row is summed first (x + residual, written out) and normalised from there, in the same pass.
 #include <cmath>
 #include <vector>
 
@@ -145,6 +146,13 @@ template <class T>
   }
 }
 
+// s = x + r, a pre-norm block's residual sum, written where the norm then reads it (from L1, in the same row's turn).
+template <class T>
+[[gnu::always_inline]] inline void add_row(const T* x, const T* r, T* s, std::int64_t D) {
+  for (std::int64_t i = 0; i < D; ++i) s[i] = x[i] + r[i];
+}
+STEPFORMER_SIMD_CLONES void add(const float* x, const float* r, float* s, std::int64_t D) { add_row(x, r, s, D); }
+void add(const double* x, const double* r, double* s, std::int64_t D) { add_row(x, r, s, D); }
 STEPFORMER_SIMD_CLONES double sum_of_squares(const float* x, std::int64_t D) { return sum_of_squares_row(x, D); }
 double sum_of_squares(const double* x, std::int64_t D) { return sum_of_squares_row(x, D); }
 STEPFORMER_SIMD_CLONES double sum_gx_xhat(const float* x, const float* dy, const float* g, std::int64_t D, float rstd) {
@@ -209,15 +217,21 @@ void CpuBackend::layer_norm_backward(const TensorDesc& dx, const TensorDesc& dga
   });
 }
 
-void CpuBackend::rms_norm_forward(const TensorDesc& y, const TensorDesc& rstd, const TensorDesc& x,
-                                  const TensorDesc& gamma, double eps) {
+void CpuBackend::rms_norm_forward(const TensorDesc& y, const TensorDesc& rstd, const TensorDesc& sum,
+                                  const TensorDesc& x, const TensorDesc& residual, const TensorDesc& gamma,
+                                  double eps) {
   const std::int64_t D = x.shape[x.ndim - 1];
   const std::int64_t rows = D ? x.numel() / D : 0;
   dispatch_floating(x.dtype, "rms_norm", [&](auto t) {
     using T = decltype(t);
     parallel_for_rethrow(rows, rows * D >= kParallelGrain, [&](std::int64_t r) {
-      const T rs = static_cast<T>(rms_norm_rstd(sum_of_squares(ptr<T>(x) + r * D, D), D, eps));
-      scale(ptr<T>(x) + r * D, ptr<T>(y) + r * D, ptr<T>(gamma), D, rs);
+      const T* in = ptr<T>(x) + r * D;
+      if (residual.data) {
+        add(in, ptr<T>(residual) + r * D, ptr<T>(sum) + r * D, D);
+        in = ptr<T>(sum) + r * D;
+      }
+      const T rs = static_cast<T>(rms_norm_rstd(sum_of_squares(in, D), D, eps));
+      scale(in, ptr<T>(y) + r * D, ptr<T>(gamma), D, rs);
       ptr<T>(rstd)[r] = rs;
     });
   });

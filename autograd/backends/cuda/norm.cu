@@ -74,12 +74,19 @@ __global__ void layer_norm_param_grads_kernel(T* dgamma, T* dbeta, const T* dy, 
   }
 }
 
+// With a residual, each lane first writes its own entries of sum = x + residual and then reads them back: the same
+// lane, the same entries, so the row needs no barrier between.
 template <class T>
-__global__ void rms_norm_forward_kernel(T* y, T* rstd, const T* x, const T* gamma, std::int64_t rows, std::int64_t D,
-                                        T eps) {
+__global__ void rms_norm_forward_kernel(T* y, T* rstd, T* sum, const T* x, const T* residual, const T* gamma,
+                                        std::int64_t rows, std::int64_t D, T eps) {
   const int lane = threadIdx.x;
   for (std::int64_t r = first_row(); r < rows; r += row_stride()) {
     const T* xr = x + r * D;
+    if (residual) {
+      T* sr = sum + r * D;
+      for (std::int64_t i = lane; i < D; i += kWarp) sr[i] = xr[i] + residual[r * D + i];
+      xr = sr;
+    }
     T* yr = y + r * D;
     T sq = 0;
     for (std::int64_t i = lane; i < D; i += kWarp) sq += xr[i] * xr[i];
@@ -151,16 +158,17 @@ void CudaBackend::layer_norm_backward(const TensorDesc& dx, const TensorDesc& dg
   });
 }
 
-void CudaBackend::rms_norm_forward(const TensorDesc& y, const TensorDesc& rstd, const TensorDesc& x,
-                                   const TensorDesc& gamma, double eps) {
+void CudaBackend::rms_norm_forward(const TensorDesc& y, const TensorDesc& rstd, const TensorDesc& sum,
+                                   const TensorDesc& x, const TensorDesc& residual, const TensorDesc& gamma,
+                                   double eps) {
   const std::int64_t D = x.shape[x.ndim - 1];
   const std::int64_t rows = D ? x.numel() / D : 0;
   if (rows == 0) return;
   dispatch_floating(x.dtype, "rms_norm", [&](auto t) {
     using T = decltype(t);
     launch(rms_norm_forward_kernel<T>, row_grid(rows), row_block(), 0, static_cast<T*>(y.data),
-           static_cast<T*>(rstd.data), static_cast<const T*>(x.data), static_cast<const T*>(gamma.data), rows, D,
-           static_cast<T>(eps));
+           static_cast<T*>(rstd.data), static_cast<T*>(sum.data), static_cast<const T*>(x.data),
+           static_cast<const T*>(residual.data), static_cast<const T*>(gamma.data), rows, D, static_cast<T>(eps));
   });
 }
 

@@ -163,9 +163,12 @@ class Backend {
                                    const TensorDesc& dy, const TensorDesc& x, const TensorDesc& mean,
                                    const TensorDesc& rstd, const TensorDesc& gamma) = 0;
   // y = x * rstd * gamma over each row, rstd = 1 / sqrt(mean(x^2) + eps): layer norm without the mean; saves rstd
-  // ([rows]). gamma may be null: no gain. The formulas are elementwise_math.h's rms_norm_*.
-  virtual void rms_norm_forward(const TensorDesc& y, const TensorDesc& rstd, const TensorDesc& x,
-                                const TensorDesc& gamma, double eps) = 0;
+  // ([rows]). gamma may be null: no gain. The formulas are elementwise_math.h's rms_norm_*. With a residual (not
+  // null, x's shape), the rows normalised are x + residual, written into sum in the same pass (a pre-norm block's
+  // h = x + f(...) and the next norm of h: one kernel where an add and a norm took two); sum and residual are null
+  // together.
+  virtual void rms_norm_forward(const TensorDesc& y, const TensorDesc& rstd, const TensorDesc& sum, const TensorDesc& x,
+                                const TensorDesc& residual, const TensorDesc& gamma, double eps) = 0;
   // dx is written; dgamma (may be null) is written, not accumulated.
   virtual void rms_norm_backward(const TensorDesc& dx, const TensorDesc& dgamma, const TensorDesc& dy,
                                  const TensorDesc& x, const TensorDesc& rstd, const TensorDesc& gamma) = 0;
@@ -260,8 +263,8 @@ class Backend {
   void layer_norm_backward(const TensorDesc& dx, const TensorDesc& dgamma, const TensorDesc& dbeta,                   \
                            const TensorDesc& dy, const TensorDesc& x, const TensorDesc& mean, const TensorDesc& rstd, \
                            const TensorDesc& gamma) override;                                                         \
-  void rms_norm_forward(const TensorDesc& y, const TensorDesc& rstd, const TensorDesc& x, const TensorDesc& gamma,    \
-                        double eps) override;                                                                         \
+  void rms_norm_forward(const TensorDesc& y, const TensorDesc& rstd, const TensorDesc& sum, const TensorDesc& x,      \
+                        const TensorDesc& residual, const TensorDesc& gamma, double eps) override;                    \
   void rms_norm_backward(const TensorDesc& dx, const TensorDesc& dgamma, const TensorDesc& dy, const TensorDesc& x,   \
                          const TensorDesc& rstd, const TensorDesc& gamma) override;                                   \
   void rotate_pairs(const TensorDesc& y, const TensorDesc& x, const TensorDesc& cos, const TensorDesc& sin,           \

@@ -95,6 +95,13 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
 // Over the last dim: x / sqrt(mean(x^2) + eps) * weight, no mean subtracted (as torch.nn.functional.rms_norm;
 // Zhang & Sennrich 2019). weight ([D]) may be an undefined tensor.
 Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps = 1e-5);
+// sum = x + residual and normed = rms_norm(sum, weight, eps) in one pass over the rows, where add then rms_norm make
+// two (a pre-norm block's h = x + f(...) and the next norm of h). Same shapes and dtypes, no broadcasting; the
+// values and gradients are those of the two ops, bit for bit.
+struct SumAndNorm {
+  Tensor sum, normed;
+};
+SumAndNorm add_rms_norm(const Tensor& x, const Tensor& residual, const Tensor& weight, double eps = 1e-5);
 
 // --- rotary position embedding (ops/rotary.cpp) -------------------------------------------------------
 // x [..., T, D] (D even), cos and sin [T, D/2]: coordinate pair i of row t, (a, b), becomes

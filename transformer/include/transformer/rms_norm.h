@@ -2,6 +2,7 @@
 // Chapter 12 — RMSNorm, the norm of modern decoder-only models. Read docs/12_modern_lm.md beside this file.
 #include <memory>
 
+#include "autograd/ops.h"
 #include "nn/layers.h"
 
 namespace stepformer::transformer {
@@ -23,5 +24,9 @@ class RMSNorm : public nn::UnaryModule {
 // The two norms chapter 12 compares, behind one switch.
 enum class NormKind { layer, rms };
 std::shared_ptr<nn::UnaryModule> make_norm(NormKind kind, std::int64_t dim);
+
+// x + residual and norm(x + residual), a block's residual sum and the norm that reads it: for an RMSNorm one pass
+// over the rows (ops.h's add_rms_norm, the same values as the two ops), for another norm the add, then the norm.
+SumAndNorm add_then_norm(nn::UnaryModule& norm, const Tensor& x, const Tensor& residual);
 
 }  // namespace stepformer::transformer
