@@ -8,8 +8,8 @@
 #include <cstring>
 
 #include "../elementwise_math.h"
-#include "convert.h"
 #include "cpu_backend.h"
+#include "rows.h"
 #include "strided.h"
 #include "vmath.h"
 
@@ -65,15 +65,16 @@ STEPFORMER_SIMD_CLONES void round_row_to_bf16(const float* x, bfloat16* y, std::
 STEPFORMER_SIMD_CLONES void widen_row_from_bf16(const bfloat16* x, float* y, std::int64_t n) {
   for (std::int64_t i = 0; i < n; ++i) y[i] = static_cast<float>(x[i]);
 }
+// The residual adds, here and in RMSNorm's pass (norm.cpp).
+STEPFORMER_SIMD_CLONES void add_row(const float* a, const float* b, float* y, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) y[i] = a[i] + b[i];
+}
 
 namespace {
 
 // The float32 arithmetic that the models' element-wise passes are made of (residual adds, gradient sums), on
 // unit-stride rows in the clones, 16 lanes with AVX-512 where map2 reaches SSE2's 4. One IEEE operation per element
 // either way, so the bits are map2's.
-STEPFORMER_SIMD_CLONES void add_row(const float* a, const float* b, float* y, std::int64_t n) {
-  for (std::int64_t i = 0; i < n; ++i) y[i] = a[i] + b[i];
-}
 STEPFORMER_SIMD_CLONES void sub_row(const float* a, const float* b, float* y, std::int64_t n) {
   for (std::int64_t i = 0; i < n; ++i) y[i] = a[i] - b[i];
 }

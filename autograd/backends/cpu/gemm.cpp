@@ -28,7 +28,7 @@
 #include <string_view>
 
 #include "aligned.h"
-#include "convert.h"
+#include "rows.h"
 #include "cpu_backend.h"
 #include "gemm_isa.h"
 #include "gemm_microkernel.h"

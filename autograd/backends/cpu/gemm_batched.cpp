@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "aligned.h"
-#include "convert.h"
+#include "rows.h"
 #include "cpu_backend.h"
 #include "gemm.h"
 #include "strided.h"

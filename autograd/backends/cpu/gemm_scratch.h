@@ -5,7 +5,7 @@
 
 #include "aligned.h"
 #include "autograd/bfloat16.h"
-#include "convert.h"
+#include "rows.h"
 #include "gemm.h"
 
 namespace stepformer::cpu::gemm_detail {

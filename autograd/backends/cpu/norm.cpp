@@ -16,6 +16,7 @@
 
 #include "../elementwise_math.h"
 #include "cpu_backend.h"
+#include "rows.h"
 #include "strided.h"
 #include "vmath.h"
 
@@ -146,13 +147,10 @@ template <class T>
   }
 }
 
-// s = x + r, a pre-norm block's residual sum, written where the norm then reads it (from L1, in the same row's turn).
-template <class T>
-[[gnu::always_inline]] inline void add_row(const T* x, const T* r, T* s, std::int64_t D) {
+// A residual sum's row in float64 (float32 rows: rows.h's add_row, the element-wise add's own).
+void add_row(const double* x, const double* r, double* s, std::int64_t D) {
   for (std::int64_t i = 0; i < D; ++i) s[i] = x[i] + r[i];
 }
-STEPFORMER_SIMD_CLONES void add(const float* x, const float* r, float* s, std::int64_t D) { add_row(x, r, s, D); }
-void add(const double* x, const double* r, double* s, std::int64_t D) { add_row(x, r, s, D); }
 STEPFORMER_SIMD_CLONES double sum_of_squares(const float* x, std::int64_t D) { return sum_of_squares_row(x, D); }
 double sum_of_squares(const double* x, std::int64_t D) { return sum_of_squares_row(x, D); }
 STEPFORMER_SIMD_CLONES double sum_gx_xhat(const float* x, const float* dy, const float* g, std::int64_t D, float rstd) {
@@ -227,7 +225,7 @@ void CpuBackend::rms_norm_forward(const TensorDesc& y, const TensorDesc& rstd, c
     parallel_for_rethrow(rows, rows * D >= kParallelGrain, [&](std::int64_t r) {
       const T* in = ptr<T>(x) + r * D;
       if (residual.data) {
-        add(in, ptr<T>(residual) + r * D, ptr<T>(sum) + r * D, D);
+        add_row(in, ptr<T>(residual) + r * D, ptr<T>(sum) + r * D, D);
         in = ptr<T>(sum) + r * D;
       }
       const T rs = static_cast<T>(rms_norm_rstd(sum_of_squares(in, D), D, eps));

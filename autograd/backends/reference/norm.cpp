@@ -80,20 +80,15 @@ void ReferenceBackend::rms_norm_forward(const TensorDesc& y, const TensorDesc& r
   const std::int64_t rows = row_count(x), D = row_length(x);
   dispatch_floating(x.dtype, "rms_norm_forward", [&](auto t) {
     using T = decltype(t);
-    // The row normalised: x's, or x + residual's, written into sum first (the sum rounded to T, as an add's).
-    const auto row = [&](std::int64_t i) -> T {
-      if (!residual.data) return flat<T>(x, i);
-      flat<T>(sum, i) = static_cast<T>(flat<T>(x, i) + flat<T>(residual, i));
-      return flat<T>(sum, i);
-    };
+    const TensorDesc& in = residual.data ? sum : x;  // the rows normalised
     for (std::int64_t r = 0; r < rows; ++r) {
+      if (residual.data)  // the sum rounded to T, as an add's
+        for (std::int64_t j = 0; j < D; ++j)
+          flat<T>(sum, r * D + j) = static_cast<T>(flat<T>(x, r * D + j) + flat<T>(residual, r * D + j));
       double squares = 0;
-      for (std::int64_t j = 0; j < D; ++j) {
-        const double v = row(r * D + j);
-        squares += v * v;
-      }
+      for (std::int64_t j = 0; j < D; ++j)
+        squares += static_cast<double>(flat<T>(in, r * D + j)) * flat<T>(in, r * D + j);
       const double rs = rms_norm_rstd(squares, D, eps);
-      const TensorDesc& in = residual.data ? sum : x;
       for (std::int64_t j = 0; j < D; ++j) {
         const double g = gamma.data ? static_cast<double>(flat<T>(gamma, j)) : 1.0;
         flat<T>(y, r * D + j) = static_cast<T>(flat<T>(in, r * D + j) * rs * g);

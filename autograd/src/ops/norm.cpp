@@ -78,11 +78,7 @@ Tensor rms_norm_rows(const Tensor& x, const Tensor& weight, double eps, Tensor s
                                residual.defined() ? residual.desc() : none, w.defined() ? w.desc() : none, eps);
   // The sum is add's node, recorded first (the norm's node takes it as its input): the gradient that reaches it goes
   // to both terms as it is.
-  if (residual.defined())
-    record(Op::add, sum, {x, residual},
-           [x_needs = x.requires_grad(), r_needs = residual.requires_grad()](const Tensor& g) {
-             return Gradients{x_needs ? g : Tensor(), r_needs ? g : Tensor()};
-           });
+  if (residual.defined()) record(Op::add, sum, {x, residual}, [](const Tensor& g) { return Gradients{g, g}; });
 
   // One backward kernel yields both gradients.
   record(Op::rms_norm, y, {normalised, w}, {normalised, w, rstd},
