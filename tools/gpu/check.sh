@@ -9,13 +9,15 @@
 #   tools/gpu/check.sh run    there, from the repository's root: every cuda/ test variant, the GEMMs against
 #                             cuBLAS (cuda_gemm_bench, tools/compare/torch_cuda_gemm.py), attention_bench
 #                             (float32 and bfloat16), chapter 12's training step against PyTorch eager's and its
-#                             decoding (lm_bench, tools/compare/torch_lm_train.py), the toy demo and chapter 12's
+#                             decoding (lm_bench, tools/compare/torch_lm_train.py), the kernel times of a step and of
+#                             a token (Nsight Compute, tools/gpu/kernel_times.py), the toy demo and chapter 12's
 #                             language model (float32 and bfloat16 autocast) on the GPU, then compute-sanitizer's
 #                             memcheck, racecheck and initcheck on the attention kernels and the oracle's cases;
 #                             one log per step in $OUT (default gpu-out), a summary line per step on stdout.
 #                             `run STEP...` runs only the steps named (cuda autograd nn transformer gemm cublas
 #                             ladders attention attention-bf16 lm-bench-fp32 torch-lm-fp32 lm-bench-bf16
-#                             torch-lm-bf16 toy lm-fp32 lm-bf16 memcheck racecheck initcheck)
+#                             torch-lm-bf16 profile-step-fp32 profile-token-fp32 profile-step-bf16
+#                             profile-token-bf16 toy lm-fp32 lm-bf16 memcheck racecheck initcheck)
 #   tools/gpu/check.sh ablation STEPS [ARGS...]   there: chapter 12's ablation on the machine's CPU cores, one
 #                             process per block and seed (seeds 1 and 2, 1 OpenMP thread each), then the table and
 #                             picture of all runs ($OUT/ablation)
@@ -27,7 +29,8 @@ benchmarks=(attention_bench lm_bench cuda_gemm_bench ladder_bench)  # the releas
 case "${1:-}" in
   pack)
     rm -rf .gpu/stage && mkdir -p .gpu/stage/lib
-    paths=("${programs[@]/#/build/release/bin/}" "${benchmarks[@]/#/build/bench/bin/}")
+    bench_bin=${BENCH_BIN:-build/bench/bin}  # BENCH_BIN=build/release/bin: a release tree that built them too
+    paths=("${programs[@]/#/build/release/bin/}" "${benchmarks[@]/#/$bench_bin/}")
     for p in "${paths[@]}"; do strip -o ".gpu/stage/$(basename "$p")" "$p" || exit 1; done
     # the libraries a bare machine lacks: everything but the C and C++ runtimes
     ldd "${paths[@]}" | awk '/=> \// {print $3}' | sort -u |
@@ -75,6 +78,20 @@ case "${1:-}" in
       step "torch-lm-$precision" 120 python3 tools/compare/torch_lm_train.py --device cuda --precision "$precision" \
         --steps 20
       cat 2>/dev/null "$out/lm-bench-$precision.log" "$out/torch-lm-$precision.log"
+    done
+    # Nsight Compute's kernel times (one metric: one pass, no replays; caches left warm, as in a run) of a training
+    # step and of a generated token with the KV cache, summed by kernel (tools/gpu/kernel_times.py finds the step
+    # that repeats at the run's end: the timed step after the warm-up's, the cached tokens after the uncached)
+    ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+    for precision in fp32 bf16; do
+      for what in step token; do
+        name=profile-$what-$precision csv=$out/profile-$what-$precision.csv
+        if [ $what = step ]; then run=(--steps 2 --tokens 0) min=100; else run=(--steps 1 --tokens 16) min=20; fi
+        step "$name" 180 "${ncu:-ncu}" --clock-control none --cache-control none \
+          --metrics gpu__time_duration.sum --csv --log-file "$csv" \
+          "$bin/lm_bench" --device cuda --precision "$precision" "${run[@]}"
+        [[ "$only" != "  " && "$only" != *" $name "* ]] || python3 tools/gpu/kernel_times.py "$csv" --min $min --top 12
+      done
     done
     step toy 60 "$bin/07_transformer" --device cuda --out "$out/toy" toy
     for precision in fp32 bf16; do
