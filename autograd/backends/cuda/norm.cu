@@ -3,11 +3,17 @@
 // forward, backward dx — one warp per row (row_grid/row_block): lanes stride along the row, partial
 //   sums meet through warp_reduce (__shfl_xor_sync). The mean is found first and the variance from
 //   (x - mean)^2 in a second pass (two passes: the one-pass E[x^2] - E[x]^2 cancels badly in float).
-// dgamma, dbeta — sums over rows, one thread per column: thread i walks rows 0..R-1 of column i, so a
-//   warp reads 32 consecutive elements of one row at each step (coalesced), and the order of the
-//   additions is fixed: no atomics, the same result on every run.
+// dgamma, dbeta — sums over rows, one thread per column: thread i walks the rows of column i, so a warp
+//   reads 32 consecutive elements of one row at each step (coalesced). D threads alone would leave most of
+//   a GPU idle (D = 256: two blocks walking 2,048 rows each), so the rows are cut into slices, a row of
+//   blocks each (blockIdx.y), whose sums go to partials[slice][column]; column_sums_kernel then adds each
+//   column's slices in order. The slices follow from the shape alone and nothing is atomic: the same
+//   result on every run.
 // RMSNorm: the same mapping, one pass for the sum of squares (no mean to subtract), and rstd and dx from
 // ../elementwise_math.h's rms_norm_rstd and rms_norm_dx, the formulas every backend shares.
+#include <algorithm>
+#include <vector>
+
 #include "cuda_backend.h"
 #include "device_utils.cuh"
 
@@ -60,17 +66,37 @@ __global__ void layer_norm_backward_kernel(T* dx, const T* dy, const T* x, const
   }
 }
 
+// Rows [blockIdx.y * slice, + slice) of each column; the sums go to row blockIdx.y of dgamma and dbeta (partials
+// when there are several slices).
+struct RowSlice {
+  std::int64_t begin, end;
+};
+__device__ inline RowSlice row_slice(std::int64_t rows, std::int64_t slice) {
+  const std::int64_t begin = blockIdx.y * slice;
+  return {begin, begin + slice < rows ? begin + slice : rows};
+}
+
 template <class T>
 __global__ void layer_norm_param_grads_kernel(T* dgamma, T* dbeta, const T* dy, const T* x, const T* mean,
-                                              const T* rstd, std::int64_t rows, std::int64_t D) {
+                                              const T* rstd, std::int64_t rows, std::int64_t D, std::int64_t slice) {
+  const RowSlice s = row_slice(rows, slice);
   for (std::int64_t i = global_thread(); i < D; i += grid_threads()) {
     T dg = 0, db = 0;
-    for (std::int64_t r = 0; r < rows; ++r) {
+    for (std::int64_t r = s.begin; r < s.end; ++r) {
       dg += dy[r * D + i] * (x[r * D + i] - mean[r]) * rstd[r];
       db += dy[r * D + i];
     }
-    if (dgamma) dgamma[i] = dg;
-    if (dbeta) dbeta[i] = db;
+    if (dgamma) dgamma[blockIdx.y * D + i] = dg;
+    if (dbeta) dbeta[blockIdx.y * D + i] = db;
+  }
+}
+
+template <class T>
+__global__ void column_sums_kernel(T* out, const T* partials, std::int64_t slices, std::int64_t D) {
+  for (std::int64_t i = global_thread(); i < D; i += grid_threads()) {
+    T sum = 0;
+    for (std::int64_t s = 0; s < slices; ++s) sum += partials[s * D + i];
+    out[i] = sum;
   }
 }
 
@@ -114,13 +140,48 @@ __global__ void rms_norm_backward_kernel(T* dx, const T* dy, const T* x, const T
 
 template <class T>
 __global__ void rms_norm_gain_grad_kernel(T* dgamma, const T* dy, const T* x, const T* rstd, std::int64_t rows,
-                                          std::int64_t D) {
+                                          std::int64_t D, std::int64_t slice) {
+  const RowSlice s = row_slice(rows, slice);
   for (std::int64_t i = global_thread(); i < D; i += grid_threads()) {
     T dg = 0;
-    for (std::int64_t r = 0; r < rows; ++r) dg += dy[r * D + i] * (x[r * D + i] * rstd[r]);
-    dgamma[i] = dg;
+    for (std::int64_t r = s.begin; r < s.end; ++r) dg += dy[r * D + i] * (x[r * D + i] * rstd[r]);
+    dgamma[blockIdx.y * D + i] = dg;
   }
 }
+
+// The slices of a column sum over rows (the header): grid() launches D threads per slice; into(result) is where
+// the slices' kernel writes that result's sums (the result itself for one slice, else partials); finish() adds
+// each column's partials into its result.
+template <class T>
+class RowSlices {
+ public:
+  RowSlices(Backend& backend, std::int64_t rows, std::int64_t D) : backend_(backend), D_(D) {
+    constexpr std::int64_t kSliceRows = 64, kMaxSlices = 256;
+    slices_ = std::min(kMaxSlices, std::max<std::int64_t>(1, (rows + kSliceRows - 1) / kSliceRows));
+    rows_each_ = (rows + slices_ - 1) / slices_;
+  }
+  dim3 grid() const { return dim3(blocks_for(D_, 128), static_cast<unsigned>(slices_)); }
+  std::int64_t rows_each() const { return rows_each_; }
+  T* into(T* result) {
+    if (!result || slices_ == 1) return result;
+    T* partials = static_cast<T*>(backend_.allocate(bytes()));
+    pending_.push_back({result, partials});
+    return partials;
+  }
+  void finish() {
+    for (const auto& [result, partials] : pending_) {
+      launch(column_sums_kernel<T>, blocks_for(D_, 128), 128, 0, result, partials, slices_, D_);
+      backend_.deallocate(partials, bytes());  // the cache hands it out only to work queued after ours
+    }
+    pending_.clear();
+  }
+
+ private:
+  std::size_t bytes() const { return static_cast<std::size_t>(slices_ * D_) * sizeof(T); }
+  Backend& backend_;
+  std::int64_t D_, slices_ = 1, rows_each_ = 0;
+  std::vector<std::pair<T*, T*>> pending_;
+};
 
 }  // namespace
 
@@ -152,9 +213,12 @@ void CudaBackend::layer_norm_backward(const TensorDesc& dx, const TensorDesc& dg
     if (rows)
       launch(layer_norm_backward_kernel<T>, row_grid(rows), row_block(), 0, static_cast<T*>(dx.data), dys, xs, m, rs,
              static_cast<const T*>(gamma.data), rows, D);
-    if (dgamma.data || dbeta.data)
-      launch(layer_norm_param_grads_kernel<T>, blocks_for(D, 128), 128, 0, static_cast<T*>(dgamma.data),
-             static_cast<T*>(dbeta.data), dys, xs, m, rs, rows, D);
+    if (dgamma.data || dbeta.data) {
+      RowSlices<T> slices(*this, rows, D);
+      launch(layer_norm_param_grads_kernel<T>, slices.grid(), 128, 0, slices.into(static_cast<T*>(dgamma.data)),
+             slices.into(static_cast<T*>(dbeta.data)), dys, xs, m, rs, rows, D, slices.rows_each());
+      slices.finish();
+    }
   });
 }
 
@@ -185,9 +249,12 @@ void CudaBackend::rms_norm_backward(const TensorDesc& dx, const TensorDesc& dgam
     if (rows)
       launch(rms_norm_backward_kernel<T>, row_grid(rows), row_block(), 0, static_cast<T*>(dx.data), dys, xs, rs,
              static_cast<const T*>(gamma.data), rows, D);
-    if (dgamma.data)
-      launch(rms_norm_gain_grad_kernel<T>, blocks_for(D, 128), 128, 0, static_cast<T*>(dgamma.data), dys, xs, rs, rows,
-             D);
+    if (dgamma.data) {
+      RowSlices<T> slices(*this, rows, D);
+      launch(rms_norm_gain_grad_kernel<T>, slices.grid(), 128, 0, slices.into(static_cast<T*>(dgamma.data)), dys, xs,
+             rs, rows, D, slices.rows_each());
+      slices.finish();
+    }
   });
 }
 

@@ -8,6 +8,12 @@
 //   split that output's reduced sub-space: thread t takes reduced positions t, t + blockDim.x, ... and
 //   keeps a private partial; then block_reduce combines them — a butterfly of __shfl_xor_sync within
 //   each warp, the warps' results through 32 slots of shared memory, and warp 0 once more.
+// - Few outputs with many inputs each (a gradient's sum of squares for clip_grad_norm_: one output, a
+//   parameter's every element) would leave all but a few multiprocessors idle, one block walking the whole
+//   tensor. Then each output's reduced positions are cut into `splits` consecutive pieces of at least
+//   kPieceCount, one block each (the same kernel, the block's range narrowed), which write their partials in
+//   the accumulator's type; the serial kernel then adds each output's partials in order. The pieces follow
+//   from the shape alone, so the result is the same on every run.
 // Float sums accumulate in double, as the CPU backend does; the order of the additions differs from
 // the CPU's, so results agree within rounding, not bit for bit.
 #include <algorithm>
@@ -26,26 +32,36 @@ struct Geometry {
   std::int64_t kept_shape[kMaxDims] = {}, kept_in_stride[kMaxDims] = {}, kept_out_stride[kMaxDims] = {};
   std::int64_t reduced_shape[kMaxDims] = {}, reduced_stride[kMaxDims] = {};
   std::int64_t outputs = 1, count = 1;  // output elements; input elements per output
+  std::int64_t splits = 1, piece = 0;   // blocks per output and the reduced positions each takes (split path)
 };
 
+// Block b takes piece b % splits of output b / splits: with one split, the output's every input, written to out;
+// with more, a range of them, its partial written to partials[b].
 template <class T, class Acc, class Op>
-__global__ void reduce_kernel(T* out, const T* in, Geometry g, Op op, Acc identity) {
-  for (std::int64_t j = blockIdx.x; j < g.outputs; j += gridDim.x) {
+__global__ void reduce_kernel(T* out, Acc* partials, const T* in, Geometry g, Op op, Acc identity) {
+  for (std::int64_t b = blockIdx.x; b < g.outputs * g.splits; b += gridDim.x) {
+    const std::int64_t j = b / g.splits, begin = b % g.splits * g.piece;
+    const std::int64_t end = g.splits == 1 || begin + g.piece > g.count ? g.count : begin + g.piece;
     const T* base = in + unravel(j, g.kept_ndim, g.kept_shape, g.kept_in_stride);
     Acc acc = identity;
     // EXERCISE 9.3 (continued)
-    for (std::int64_t r = threadIdx.x; r < g.count; r += blockDim.x)
+    for (std::int64_t r = begin + threadIdx.x; r < end; r += blockDim.x)
       acc = op(acc, static_cast<Acc>(base[unravel(r, g.reduced_ndim, g.reduced_shape, g.reduced_stride)]));
     // END EXERCISE
     acc = block_reduce(acc, op, identity);
-    if (threadIdx.x == 0) out[unravel(j, g.kept_ndim, g.kept_shape, g.kept_out_stride)] = static_cast<T>(acc);
+    if (threadIdx.x == 0) {
+      if (g.splits == 1)
+        out[unravel(j, g.kept_ndim, g.kept_shape, g.kept_out_stride)] = static_cast<T>(acc);
+      else
+        partials[b] = acc;
+    }
   }
 }
 
-template <class T, class Acc, class Op>
-__global__ void reduce_serial_kernel(T* out, const T* in, Geometry g, Op op, Acc identity) {
+template <class T, class In, class Acc, class Op>
+__global__ void reduce_serial_kernel(T* out, const In* in, Geometry g, Op op, Acc identity) {
   for (std::int64_t j = global_thread(); j < g.outputs; j += grid_threads()) {
-    const T* base = in + unravel(j, g.kept_ndim, g.kept_shape, g.kept_in_stride);
+    const In* base = in + unravel(j, g.kept_ndim, g.kept_shape, g.kept_in_stride);
     Acc acc = identity;
     for (std::int64_t r = 0; r < g.count; ++r)
       acc = op(acc, static_cast<Acc>(base[unravel(r, g.reduced_ndim, g.reduced_shape, g.reduced_stride)]));
@@ -54,6 +70,21 @@ __global__ void reduce_serial_kernel(T* out, const T* in, Geometry g, Op op, Acc
 }
 
 constexpr std::int64_t kSerialCount = 64;
+// The split path: at most kMaxSplits pieces per output, each of at least kPieceCount inputs (16 per thread of a
+// block of 256), taken when the outputs alone would fill fewer than kFewOutputs blocks.
+constexpr std::int64_t kPieceCount = 4096, kMaxSplits = 128, kFewOutputs = 128;
+
+// The partials' geometry: output j's `splits` partials lie contiguous at j * splits, and go where g puts output j.
+Geometry partials_geometry(const Geometry& g) {
+  Geometry p = g;
+  std::int64_t stride = g.splits;
+  for (int d = g.kept_ndim - 1; d >= 0; stride *= g.kept_shape[d--]) p.kept_in_stride[d] = stride;
+  p.reduced_ndim = 1;
+  p.reduced_shape[0] = p.count = g.splits;
+  p.reduced_stride[0] = 1;
+  p.splits = 1;
+  return p;
+}
 
 }  // namespace
 
@@ -73,7 +104,8 @@ void CudaBackend::reduce(ReduceOp op, const TensorDesc& out, const TensorDesc& i
   }
   if (g.outputs == 0) return;
   // Enough warps for the work, at most 8: a reduction of 10 elements should not start 256 threads.
-  const unsigned threads = static_cast<unsigned>(std::min<std::int64_t>(256, (g.count + kWarp - 1) / kWarp * kWarp));
+  const unsigned threads =
+      static_cast<unsigned>(std::clamp<std::int64_t>((g.count + kWarp - 1) / kWarp * kWarp, kWarp, 256));
   const unsigned blocks = static_cast<unsigned>(std::min<std::int64_t>(g.outputs, 65535));
   dispatch_all(in.dtype, [&](auto t) {
     using T = decltype(t);
@@ -84,17 +116,37 @@ void CudaBackend::reduce(ReduceOp op, const TensorDesc& out, const TensorDesc& i
       T* o = static_cast<T*>(out.data);
       const T* x = static_cast<const T*>(in.data);
       const auto lowest = static_cast<Acc>(std::numeric_limits<T>::lowest());
+      const unsigned serial_blocks = blocks_for(g.outputs, 128);
       if (g.count <= kSerialCount) {
-        const unsigned serial_blocks = blocks_for(g.outputs, 128);
         if (op == ReduceOp::sum)
-          launch(reduce_serial_kernel<T, Acc, Sum>, serial_blocks, 128u, 0, o, x, g, Sum{}, Acc(0));
+          launch(reduce_serial_kernel<T, T, Acc, Sum>, serial_blocks, 128u, 0, o, x, g, Sum{}, Acc(0));
         else
-          launch(reduce_serial_kernel<T, Acc, Max>, serial_blocks, 128u, 0, o, x, g, Max{}, lowest);
-      } else if (op == ReduceOp::sum) {
-        launch(reduce_kernel<T, Acc, Sum>, blocks, std::max(threads, 32u), 0, o, x, g, Sum{}, Acc(0));
-      } else {
-        launch(reduce_kernel<T, Acc, Max>, blocks, std::max(threads, 32u), 0, o, x, g, Max{}, lowest);
+          launch(reduce_serial_kernel<T, T, Acc, Max>, serial_blocks, 128u, 0, o, x, g, Max{}, lowest);
+        return;
       }
+      g.splits = g.outputs < kFewOutputs ? std::min(kMaxSplits, g.count / kPieceCount) : 1;
+      if (g.splits <= 1) {
+        g.splits = 1;
+        if (op == ReduceOp::sum)
+          launch(reduce_kernel<T, Acc, Sum>, blocks, threads, 0, o, nullptr, x, g, Sum{}, Acc(0));
+        else
+          launch(reduce_kernel<T, Acc, Max>, blocks, threads, 0, o, nullptr, x, g, Max{}, lowest);
+        return;
+      }
+      g.piece = (g.count + g.splits - 1) / g.splits;
+      const std::size_t bytes = static_cast<std::size_t>(g.outputs * g.splits) * sizeof(Acc);
+      Acc* partials = static_cast<Acc*>(allocate(bytes));
+      const auto pieces = static_cast<unsigned>(g.outputs * g.splits);
+      if (op == ReduceOp::sum) {
+        launch(reduce_kernel<T, Acc, Sum>, pieces, threads, 0, o, partials, x, g, Sum{}, Acc(0));
+        launch(reduce_serial_kernel<T, Acc, Acc, Sum>, serial_blocks, 128u, 0, o, partials, partials_geometry(g), Sum{},
+               Acc(0));
+      } else {
+        launch(reduce_kernel<T, Acc, Max>, pieces, threads, 0, o, partials, x, g, Max{}, lowest);
+        launch(reduce_serial_kernel<T, Acc, Acc, Max>, serial_blocks, 128u, 0, o, partials, partials_geometry(g), Max{},
+               lowest);
+      }
+      deallocate(partials, bytes);  // the cache hands it out only to work queued after ours
     }
   });
 }
