@@ -1,6 +1,7 @@
 // GEMM v3, register blocking: the production kernel of float32 and float64 products, the third rung of the
 // GEMM ladder (gemm_ladder.cu holds v1 and v2 and says how to run each; ladders.h counts them). gemm() runs it,
-// and v4 (gemm_tensor_cores.cu) for bfloat16 operands on a GPU with bfloat16 tensor cores.
+// and v5 (gemm_pipelined.cu) for bfloat16 operands on a GPU with bfloat16 tensor cores: faster than v4 at every
+// shape cuda_gemm_bench times on an H200 (docs/performance.md).
 // The batch walk and the store of c are gemm_problem.cuh's, shared by every version.
 #include <algorithm>
 #include <type_traits>
@@ -83,7 +84,7 @@ void CudaBackend::gemm(const TensorDesc& c, const TensorDesc& a, const TensorDes
   const Problem p = problem(c, a, b);
   if (p.m == 0 || p.n == 0 || p.batches == 0) return;
   static const bool tensor_cores = has_bf16_tensor_cores();
-  if (a.dtype == DType::bfloat16 && tensor_cores) return gemm_tensor_cores(p, c.dtype, alpha, beta);
+  if (a.dtype == DType::bfloat16 && tensor_cores) return gemm_pipelined(p, c.dtype, alpha, beta);
   gemm_register_blocked(p, c.dtype, a.dtype, alpha, beta);
 }
 

@@ -8,10 +8,10 @@
 // GPU, `ladder_bench --device cuda` times every version instead).
 // One convention for every family: the versions below the top live in `<family>_ladder.cu` (gemm_ladder.cu,
 // softmax_ladder.cu, row_sum_ladder.cu, transpose_ladder.cu), each under a header saying what it fixes; the top
-// rung is the production kernel, in its own file (gemm.cu's v3 for float32 and float64 and gemm_tensor_cores.cu's
-// v4 for bfloat16, softmax.cu, reduce.cu's block_reduce, transpose.cu). One exception: the GEMM's v5
-// (gemm_pipelined.cu) sits above the production v4 in a file of its own until a GPU times it. Each count below is the
-// number of versions `<family>_version` runs; tests/cuda/test_cuda_backend.cpp holds it to that.
+// rung is the production kernel, in its own file (gemm.cu's v3 for float32 and float64 and gemm_pipelined.cu's
+// v5 for bfloat16, softmax.cu, reduce.cu's block_reduce, transpose.cu); the bfloat16 GEMM's v4
+// (gemm_tensor_cores.cu), the tensor cores fed plainly, keeps a file of its own too. Each count below is the number
+// of versions `<family>_version` runs; tests/cuda/test_cuda_backend.cpp holds it to that.
 #include "autograd/backend.h"
 
 namespace stepformer::STEPFORMER_CUDA_NS {
@@ -21,8 +21,7 @@ inline constexpr int kGemmVersions = 5, kSoftmaxVersions = 3, kRowSumVersions = 
 // c = alpha a b + beta c as the Backend's gemm takes it, by version 1..5: 1 naive, 2 shared-memory tiles,
 // 3 register blocking (float32 or float64 operands), 4 the tensor cores (bfloat16 operands, a float32 or bfloat16
 // c), 5 the tensor cores fed by ldmatrix and a cp.async pipeline (the same operands as 4). The backend's gemm runs
-// 3, and 4 for bfloat16 operands. A version given operands it does not multiply is a
-// DTypeError.
+// 3, and 5 for bfloat16 operands. A version given operands it does not multiply is a DTypeError.
 void gemm_version(int version, const TensorDesc& c, const TensorDesc& a, const TensorDesc& b, double alpha,
                   double beta);
 
