@@ -8,16 +8,18 @@
 #                             machine lacks), into .gpu/pack.tar.xz (ignored; about 12 MB)
 #   tools/gpu/check.sh run    there, from the repository's root: every cuda/ test variant, the GEMMs against
 #                             cuBLAS (cuda_gemm_bench, tools/compare/torch_cuda_gemm.py), attention_bench
-#                             (float32 and bfloat16), chapter 12's training step against PyTorch eager's and its
+#                             (float32 and bfloat16) against PyTorch's fused attention (torch_attention.py
+#                             --device cuda), chapter 12's training step against PyTorch eager's and its
 #                             decoding (lm_bench, tools/compare/torch_lm_train.py), the kernel times of a step and of
 #                             a token (Nsight Compute, tools/gpu/kernel_times.py), the toy demo and chapter 12's
 #                             language model (float32 and bfloat16 autocast) on the GPU, then compute-sanitizer's
 #                             memcheck, racecheck and initcheck on the attention kernels and the oracle's cases;
 #                             one log per step in $OUT (default gpu-out), a summary line per step on stdout.
 #                             `run STEP...` runs only the steps named (cuda autograd nn transformer gemm cublas
-#                             ladders attention attention-bf16 lm-bench-fp32 torch-lm-fp32 lm-bench-bf16
-#                             torch-lm-bf16 profile-step-fp32 profile-token-fp32 profile-step-bf16
-#                             profile-token-bf16 toy lm-fp32 lm-bf16 memcheck racecheck initcheck)
+#                             ladders attention attention-bf16 torch-attention-fp32 torch-attention-bf16
+#                             lm-bench-fp32 torch-lm-fp32 lm-bench-bf16 torch-lm-bf16 profile-step-fp32
+#                             profile-token-fp32 profile-step-bf16 profile-token-bf16 toy lm-fp32 lm-bf16 memcheck
+#                             racecheck initcheck)
 #   tools/gpu/check.sh ablation STEPS [ARGS...]   there: chapter 12's ablation on the machine's CPU cores, one
 #                             process per block and seed (seeds 1 and 2, 1 OpenMP thread each), then the table and
 #                             picture of all runs ($OUT/ablation)
@@ -73,6 +75,11 @@ case "${1:-}" in
     cat 2>/dev/null "$out/attention.log"
     step attention-bf16 180 "$bin/attention_bench" --device cuda --max-len 4096 --precision bf16
     cat 2>/dev/null "$out/attention-bf16.log"
+    for precision in fp32 bf16; do  # PyTorch's fused scaled_dot_product_attention, the same shapes
+      step "torch-attention-$precision" 120 python3 tools/compare/torch_attention.py --device cuda --max-len 4096 \
+        --precision "$precision"
+      cat 2>/dev/null "$out/torch-attention-$precision.log"
+    done
     for precision in fp32 bf16; do  # chapter 12's default model, ours and PyTorch eager's, the same shapes
       step "lm-bench-$precision" 120 "$bin/lm_bench" --device cuda --precision "$precision" --steps 20
       step "torch-lm-$precision" 120 python3 tools/compare/torch_lm_train.py --device cuda --precision "$precision" \
