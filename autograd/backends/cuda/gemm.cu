@@ -20,14 +20,20 @@ namespace {
 // then each thread reads 4 values of a and 4 of b per k and does 16 multiply-adds with them — four
 // times the arithmetic per shared-memory load of v2. Thread (tx, ty) owns rows ty + 16i and columns
 // tx + 16j (i, j < 4): neighbouring threads own neighbouring columns, so the final stores coalesce.
+// The staging follows each operand's contiguous direction, so a warp's loads coalesce for transposed views too
+// (a layer's forward multiplies by the weight's transpose, its weight gradient by the activations'): neighbouring
+// threads take neighbouring k of a row-major a (and of a b contiguous along k), neighbouring m of a transposed a
+// (and n of a row-major b). Each row of a tile is padded by 4 values, so the 8 threads that stage one m (or n) at
+// k = 0..7 write 8 different banks.
 // bfloat16 operands (TA) are widened to float32 as they are staged, and a bfloat16 product (TC) is rounded
 // once as it is stored: the float32 arithmetic with half the global memory read.
-constexpr int kBlockM = 64, kBlockN = 64, kBlockK = 8, kPerThread = 4;
+constexpr int kBlockM = 64, kBlockN = 64, kBlockK = 8, kPerThread = 4, kPad = 4;
 
 template <class T, class TA = T, class TC = T>
 __global__ void __launch_bounds__(256) gemm_v3(Problem p, T alpha, T beta) {
-  __shared__ T a_tile[kBlockK][kBlockM];
-  __shared__ T b_tile[kBlockK][kBlockN];
+  __shared__ T a_tile[kBlockK][kBlockM + kPad];
+  __shared__ T b_tile[kBlockK][kBlockN + kPad];
+  const bool a_along_m = p.lda_m == 1 && p.lda_k != 1, b_along_k = p.ldb_k == 1 && p.ldb_n != 1;
   const int tx = threadIdx.x, ty = threadIdx.y, tid = ty * 16 + tx;
   const std::int64_t row0 = static_cast<std::int64_t>(blockIdx.y) * kBlockM;
   const std::int64_t col0 = static_cast<std::int64_t>(blockIdx.x) * kBlockN;
@@ -40,12 +46,12 @@ __global__ void __launch_bounds__(256) gemm_v3(Problem p, T alpha, T beta) {
     for (std::int64_t k0 = 0; k0 < p.k; k0 += kBlockK) {
       // 512 elements of each slice, 2 per thread.
       for (int e = tid; e < kBlockM * kBlockK; e += 256) {
-        const int m = e / kBlockK, k = e % kBlockK;
+        const int m = a_along_m ? e % kBlockM : e / kBlockK, k = a_along_m ? e / kBlockM : e % kBlockK;
         const std::int64_t gm = row0 + m, gk = k0 + k;
         a_tile[k][m] = (gm < p.m && gk < p.k) ? static_cast<T>(a[gm * p.lda_m + gk * p.lda_k]) : T(0);
       }
       for (int e = tid; e < kBlockK * kBlockN; e += 256) {
-        const int k = e / kBlockN, n = e % kBlockN;
+        const int k = b_along_k ? e % kBlockK : e / kBlockN, n = b_along_k ? e / kBlockK : e % kBlockN;
         const std::int64_t gk = k0 + k, gn = col0 + n;
         b_tile[k][n] = (gk < p.k && gn < p.n) ? static_cast<T>(b[gk * p.ldb_k + gn * p.ldb_n]) : T(0);
       }
