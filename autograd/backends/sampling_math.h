@@ -7,8 +7,8 @@
 //   1. weights w_v = exp((l_v - l_max) / T), l_max the first largest logit (`first_max`, `sampling_weight`);
 //      T = 0 puts weight 1 on that token and 0 on the rest (greedy);
 //   2. the ids ordered likeliest first, ties by id (`likelier`): each backend sorts its own way;
-//   3. how many of them survive top-k and top-p (`nucleus_size`), renormalised to probabilities;
-//   4. the inverse of the cumulative distribution, summed in id order, at u (`cut_and_draw`).
+//   3. how many of them survive top-k and top-p (`nucleus_size`, `cut`), renormalised to probabilities;
+//   4. the inverse of the cumulative distribution, summed in id order, at u (`draw`).
 // The additions (the kept mass, the cumulative sum) run on one thread even on a GPU: a parallel sum would round
 // differently and, at a tie with u, pick another token.
 #include <cstddef>
@@ -53,16 +53,27 @@ STEPFORMER_MATH_FN std::size_t nucleus_size(const double* sorted, std::size_t n,
   // END EXERCISE
 }
 
-// Steps 3 and 4 on the weights p [n] (step 1) and `order` (step 2): p becomes the distribution drawn from (kept
-// weights over their sum, 0 for the rest) and the token returned is the first id whose cumulative probability
-// exceeds u. `sorted` is scratch for n values. A u within rounding of 1 gets the last kept id.
-STEPFORMER_MATH_FN std::int64_t cut_and_draw(double* p, const std::int64_t* order, double* sorted, std::size_t n,
-                                             const SamplingConfig& cfg, double u) {
-  for (std::size_t i = 0; i < n; ++i) sorted[i] = p[order[i]];
+// Step 3's cut, after the gather sorted[i] = p[order[i]]: how many survive (`nucleus_size`) and their mass, summed
+// in order.
+struct Cut {
+  std::size_t keep;
+  double kept;
+};
+STEPFORMER_MATH_FN Cut cut(const double* sorted, std::size_t n, const SamplingConfig& cfg) {
   const std::size_t keep = nucleus_size(sorted, n, cfg.top_k, cfg.top_p);
   double kept = 0;
   for (std::size_t i = 0; i < keep; ++i) kept += sorted[i];
-  for (std::size_t i = 0; i < n; ++i) p[order[i]] = i < keep ? sorted[i] / kept : 0.0;
+  return {keep, kept};
+}
+
+// Step 3's renormalisation of the id of rank i: its kept weight over the kept mass, or 0.
+STEPFORMER_MATH_FN double renormalised(const double* sorted, std::size_t i, const Cut& c) {
+  return i < c.keep ? sorted[i] / c.kept : 0.0;
+}
+
+// Step 4 on the distribution p [n]: the first id whose cumulative probability exceeds u; a u within rounding of 1
+// gets the last kept id.
+STEPFORMER_MATH_FN std::int64_t draw(const double* p, std::size_t n, double u) {
   double cumulative = 0;
   std::int64_t last = 0;
   for (std::size_t v = 0; v < n; ++v) {
@@ -72,6 +83,17 @@ STEPFORMER_MATH_FN std::int64_t cut_and_draw(double* p, const std::int64_t* orde
     if (u < cumulative) return last;
   }
   return last;
+}
+
+// Steps 3 and 4 on the weights p [n] (step 1) and `order` (step 2), one after the other: p becomes the distribution
+// drawn from, and the token is returned. `sorted` is scratch for n values. (The CUDA kernel runs the same steps with
+// the gather and the renormalisation spread over its threads.)
+STEPFORMER_MATH_FN std::int64_t cut_and_draw(double* p, const std::int64_t* order, double* sorted, std::size_t n,
+                                             const SamplingConfig& cfg, double u) {
+  for (std::size_t i = 0; i < n; ++i) sorted[i] = p[order[i]];
+  const Cut c = cut(sorted, n, cfg);
+  for (std::size_t i = 0; i < n; ++i) p[order[i]] = renormalised(sorted, i, c);
+  return draw(p, n, u);
 }
 
 }  // namespace stepformer

@@ -35,8 +35,8 @@ __global__ void random_fill_kernel(T* out, std::int64_t n, Distribution dist, do
 
 // One block draws one token by sampling_math.h's steps: thread 0 finds the largest logit, the block computes the
 // weights and ranks each id by counting the ids likelier than it (V^2 comparisons over the block's threads, as
-// sort_positions_kernel ranks positions), and thread 0 then cuts, renormalises and draws, summing in the order
-// every backend sums in.
+// sort_positions_kernel ranks positions) and gathers the weights in rank order; thread 0 cuts (sums the kept
+// mass), the block renormalises, and thread 0 draws: the sums on one thread, in the order every backend sums in.
 constexpr unsigned kSampleThreads = 1024;
 
 template <class T>
@@ -55,7 +55,16 @@ __global__ void sample_token_kernel(std::int64_t* token, double* p, std::int64_t
     order[rank] = v;
   }
   __syncthreads();
-  if (threadIdx.x == 0) *token = cut_and_draw(p, order, sorted, static_cast<std::size_t>(n), cfg, u);
+  // cut_and_draw's steps, the gather and the renormalisation spread over the threads, the sums on thread 0
+  for (std::int64_t i = threadIdx.x; i < n; i += blockDim.x) sorted[i] = p[order[i]];
+  __syncthreads();
+  __shared__ Cut kept;
+  if (threadIdx.x == 0) kept = cut(sorted, static_cast<std::size_t>(n), cfg);
+  __syncthreads();
+  for (std::int64_t i = threadIdx.x; i < n; i += blockDim.x)
+    p[order[i]] = renormalised(sorted, static_cast<std::size_t>(i), kept);
+  __syncthreads();
+  if (threadIdx.x == 0) *token = draw(p, static_cast<std::size_t>(n), u);
 }
 
 }  // namespace
