@@ -617,6 +617,32 @@ std::vector<Case> cases() {
         },
         1, true);
   }
+  // A long K under a small c, unbatched (a weight gradient's shape), which CUDA splits into slices of K (gemm.cu):
+  // float32, float64 and bfloat16 operands, transposed or not, alpha and beta, and beta 0 over a NaN c.
+  for (const DType dt : {DType::float32, DType::float64, DType::bfloat16})
+    for (const bool ta : {false, true})
+      for (const bool tb : {false, true}) {
+        const std::int64_t M = 33, N = 65, K = 1024;
+        const DType product = dt == DType::bfloat16 ? DType::float32 : dt;
+        add(
+            "gemm",
+            std::string(dtype_name(dt)) + " operands, M=33 N=65 K=1024" + (ta ? " A^T" : "") + (tb ? " B^T" : "") +
+                ", alpha 0.5 beta 2",
+            product,
+            [=](Device dev, Backend& b) {
+              auto values = [&](const Shape& shape, std::uint64_t seed) {
+                return input(kCPU, shape, seed, DType::float64).to(dt).to(dev);
+              };
+              const Tensor a = ta ? transpose(values({K, M}, 114), 0, 1) : values({M, K}, 114);
+              const Tensor bb = tb ? transpose(values({N, K}, 115), 0, 1) : values({K, N}, 115);
+              Tensor c = input(dev, {M, N}, 116, product);
+              b.gemm(c.desc(), a.desc(), bb.desc(), 0.5, 2.0);
+              Tensor c0 = full({M, N}, std::nan(""), {product, dev});
+              b.gemm(c0.desc(), a.desc(), bb.desc(), 1.0, 0.0);
+              return std::vector<Tensor>{c, c0};
+            },
+            std::sqrt(static_cast<double>(K)) / 2);
+      }
   // Sums long enough that CUDA splits them across blocks: a reduction's few outputs of 9,001 x 2 or x 6 inputs each
   // (reduce.cu), and the norms' parameter gradients over 300 rows, in slices (norm.cu).
   for (const DType dt : {DType::float32, DType::float64}) {

@@ -33,7 +33,8 @@ namespace stepformer::STEPFORMER_CUDA_NS {
 
 namespace {
 
-constexpr int kTile = 128, kStepK = 32, kStages = 3, kThreads = 128, kChunks = 8;  // 8 values in a 16-byte copy
+constexpr int kTile = kPipelinedTile, kStepK = 32, kStages = 3, kThreads = 128,
+              kChunks = 8;                // 8 values in a 16-byte copy
 constexpr int kAlongKRow = kStepK + 8;    // values per row of an operand staged along k
 constexpr int kAlongRowsRow = kTile + 8;  // values per k of an operand staged along its rows
 constexpr int kStageValues = kTile * kAlongKRow > kStepK* kAlongRowsRow ? kTile* kAlongKRow : kStepK* kAlongRowsRow;

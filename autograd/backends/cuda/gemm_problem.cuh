@@ -60,7 +60,9 @@ inline bool batches_16_byte_aligned(const TensorDesc& d) {
 void gemm_register_blocked(const Problem& p, DType c_dtype, DType ab_dtype, double alpha, double beta);
 // v4 (gemm_tensor_cores.cu): bfloat16 a and b, a float32 or bfloat16 c, on the tensor cores.
 void gemm_tensor_cores(const Problem& p, DType c_dtype, double alpha, double beta);
-// v5 (gemm_pipelined.cu): v4 with ldmatrix, a three-stage cp.async pipeline and 64 x 64 of c per warp.
+// v5 (gemm_pipelined.cu): v4 with ldmatrix, a three-stage cp.async pipeline and 64 x 64 of c per warp, in tiles of
+// kPipelinedTile x kPipelinedTile of c.
+constexpr int kPipelinedTile = 128;
 void gemm_pipelined(const Problem& p, DType c_dtype, double alpha, double beta);
 
 }  // namespace stepformer::STEPFORMER_CUDA_NS
