@@ -5,7 +5,7 @@
 #                             bench --target attention_bench lm_bench cuda_gemm_bench ladder_bench`: strips the
 #                             test programs, the toy demo, chapter 12's demo and those benchmarks and packs them with the
 #                             shared libraries they load, and the King James Bible's text (bible-kjv, which the
-#                             machine lacks), into .gpu/pack.tar.xz (ignored; about 12 MB)
+#                             machine lacks), into .gpu/pack.tar.xz (ignored; about 30 MB)
 #   tools/gpu/check.sh run    there, from the repository's root: every cuda/ test variant, the GEMMs against
 #                             cuBLAS (cuda_gemm_bench, tools/compare/torch_cuda_gemm.py), attention_bench
 #                             (float32 and bfloat16) against PyTorch's fused attention (torch_attention.py
