@@ -6,12 +6,13 @@
 // dgamma, dbeta — sums over rows, one thread per column: thread i walks the rows of column i, so a warp
 //   reads 32 consecutive elements of one row at each step (coalesced). D threads alone would leave most of
 //   a GPU idle (D = 256: two blocks walking 2,048 rows each), so the rows are cut into slices, a row of
-//   blocks each (blockIdx.y), whose sums go to partials[slice][column]; column_sums_kernel then adds each
-//   column's slices in order. The slices follow from the shape alone and nothing is atomic: the same
-//   result on every run.
+//   blocks each (blockIdx.y), whose sums go to partials[slice][column]; the backend's own reduce then adds
+//   each column's slices in order (reduce.cu). The slices follow from the shape alone and nothing is
+//   atomic: the same result on every run.
 // RMSNorm: the same mapping, one pass for the sum of squares (no mean to subtract), and rstd and dx from
 // ../elementwise_math.h's rms_norm_rstd and rms_norm_dx, the formulas every backend shares.
 #include <algorithm>
+#include <type_traits>
 #include <vector>
 
 #include "cuda_backend.h"
@@ -91,15 +92,6 @@ __global__ void layer_norm_param_grads_kernel(T* dgamma, T* dbeta, const T* dy, 
   }
 }
 
-template <class T>
-__global__ void column_sums_kernel(T* out, const T* partials, std::int64_t slices, std::int64_t D) {
-  for (std::int64_t i = global_thread(); i < D; i += grid_threads()) {
-    T sum = 0;
-    for (std::int64_t s = 0; s < slices; ++s) sum += partials[s * D + i];
-    out[i] = sum;
-  }
-}
-
 // With a residual, each lane first writes its own entries of sum = x + residual and then reads them back: the same
 // lane, the same entries, so the row needs no barrier between.
 template <class T>
@@ -150,8 +142,8 @@ __global__ void rms_norm_gain_grad_kernel(T* dgamma, const T* dy, const T* x, co
 }
 
 // The slices of a column sum over rows (the header): grid() launches D threads per slice; into(result) is where
-// the slices' kernel writes that result's sums (the result itself for one slice, else partials); finish() adds
-// each column's partials into its result.
+// the slices' kernel writes that result's sums (the result itself for one slice, else partials); finish() sums
+// each column's partials into its result with reduce.
 template <class T>
 class RowSlices {
  public:
@@ -170,7 +162,9 @@ class RowSlices {
   }
   void finish() {
     for (const auto& [result, partials] : pending_) {
-      launch(column_sums_kernel<T>, blocks_for(D_, 128), 128, 0, result, partials, slices_, D_);
+      const DType dtype = std::is_same_v<T, double> ? DType::float64 : DType::float32;
+      const TensorDesc sums{result, dtype, 2, {1, D_}, {D_, 1}}, slices{partials, dtype, 2, {slices_, D_}, {D_, 1}};
+      backend_.reduce(ReduceOp::sum, sums, slices);
       backend_.deallocate(partials, bytes());  // the cache hands it out only to work queued after ours
     }
     pending_.clear();
