@@ -643,6 +643,56 @@ std::vector<Case> cases() {
             },
             std::sqrt(static_cast<double>(K)) / 2);
       }
+  // A vocabulary past the 3,072 values whose weights CUDA's sampling kernel keeps in shared memory (random.cu): the
+  // same steps over global memory.
+  for (const DType dt : {DType::float32, DType::float64})
+    add(
+        "sample_token", std::string("temperature 0.8, top_k 900, top_p 0.95, n=4000, ") + std::string(dtype_name(dt)),
+        dt,
+        [=](Device dev, Backend& b) {
+          const std::int64_t n = 4000;
+          std::vector<double> host(static_cast<std::size_t>(n));
+          for (std::size_t v = 0; v < host.size(); ++v) host[v] = 4 * std::sin(0.37 * static_cast<double>(v));
+          const Tensor logits = from_vector(host, {n}, {dt, dev});
+          std::vector<Tensor> out;
+          for (const double u : {0.0, 0.41, 1 - 1e-15}) {
+            Tensor token = full({1}, -7, {DType::int64, dev}), probs = sentinel(dev, {n}, DType::float64);
+            b.sample_token(token.desc(), probs.desc(), logits.desc(), {0.8, 900, 0.95}, u);
+            out.insert(out.end(), {token, probs});
+          }
+          return out;
+        },
+        1, true);
+  // One row of c (a generated token's products), which CUDA gives a warp per element when b is contiguous along K
+  // (gemv.cu): K past several rounds of 32 lanes and not a multiple of 32, N past a block's warps, a batch of 3 with b
+  // broadcast; b contiguous along N too (the tiled kernels); alpha and beta, and beta 0 over a NaN c.
+  for (const DType dt : {DType::float32, DType::float64, DType::bfloat16})
+    for (const bool tb : {true, false})
+      for (const DType product : {DType::float32, DType::float64, DType::bfloat16}) {
+        // Products of the operands' dtype, and bfloat16's float32 too (its bfloat16 one with B^T alone).
+        if (product != dt && !(dt == DType::bfloat16 && product == DType::float32)) continue;
+        if (product == DType::bfloat16 && !tb) continue;
+        const std::int64_t N = 37, K = 300;
+        add(
+            "gemm",
+            std::string(dtype_name(dt)) + " operands, " + std::string(dtype_name(product)) +
+                " product, one row: M=1 N=37 K=300" + (tb ? " B^T" : "") +
+                ", batch 3 with B broadcast, alpha 0.5 beta 2",
+            product,
+            [=](Device dev, Backend& b) {
+              auto values = [&](const Shape& shape, std::uint64_t seed) {
+                return input(kCPU, shape, seed, DType::float64).to(dt).to(dev);
+              };
+              const Tensor a = values({3, 1, K}, 117);
+              const Tensor bb = tb ? transpose(values({N, K}, 118), 0, 1) : values({K, N}, 118);
+              Tensor c = input(kCPU, {3, 1, N}, 119, DType::float64).to(product).to(dev);
+              b.gemm(c.desc(), a.desc(), broadcast(bb, {3, K, N}), 0.5, 2.0);
+              Tensor c0 = full({1, N}, std::nan(""), {product, dev});
+              b.gemm(c0.desc(), squeeze(narrow(a, 0, 2, 1), 0).desc(), bb.desc(), 1.0, 0.0);
+              return std::vector<Tensor>{c, c0};
+            },
+            product == DType::bfloat16 ? 1 : std::sqrt(static_cast<double>(K)) / 2);
+      }
   // Sums long enough that CUDA splits them across blocks: a reduction's few outputs of 9,001 x 2 or x 6 inputs each
   // (reduce.cu), and the norms' parameter gradients over 300 rows, in slices (norm.cu).
   for (const DType dt : {DType::float32, DType::float64}) {

@@ -1,7 +1,8 @@
 // GEMM v3, register blocking: the production kernel of float32 and float64 products, the third rung of the
 // GEMM ladder (gemm_ladder.cu holds v1 and v2 and says how to run each; ladders.h counts them). gemm() runs it,
 // and v5 (gemm_pipelined.cu) for bfloat16 operands on a GPU with bfloat16 tensor cores: faster than v4 at every
-// shape cuda_gemm_bench times on an H200 (docs/performance.md).
+// shape cuda_gemm_bench times on an H200 (docs/performance.md); a product of one row (a generated token's) runs
+// gemv.cu's kernel instead, whatever the dtype.
 // The batch walk and the store of c are gemm_problem.cuh's, shared by every version.
 #include <algorithm>
 #include <type_traits>
@@ -134,6 +135,7 @@ void gemm_register_blocked(const Problem& p, DType c_dtype, DType ab_dtype, doub
 void CudaBackend::gemm(const TensorDesc& c, const TensorDesc& a, const TensorDesc& b, double alpha, double beta) {
   const Problem p = problem(c, a, b);
   if (p.m == 0 || p.n == 0 || p.batches == 0) return;
+  if (gemv_fits(p)) return gemv(p, c.dtype, a.dtype, alpha, beta);
   static const bool tensor_cores = has_bf16_tensor_cores();
   if (a.dtype == DType::bfloat16 && tensor_cores) {
     const int slices = split_k_slices(p, kPipelinedTile, kPipelinedTile);

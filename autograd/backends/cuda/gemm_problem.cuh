@@ -1,7 +1,7 @@
 #pragma once
 // What the CUDA GEMM kernels share (gemm_ladder.cu: v1, v2; gemm.cu: v3; gemm_tensor_cores.cu: v4;
-// gemm_pipelined.cu: v5): the problem read off the operands' descriptors, the batch walk, and the store of one element
-// of c.
+// gemm_pipelined.cu: v5; gemv.cu: one row): the problem read off the operands' descriptors, the batch walk, and the
+// store of one element of c.
 #include <algorithm>
 
 #include "device_utils.cuh"
@@ -56,6 +56,9 @@ inline bool batches_16_byte_aligned(const TensorDesc& d) {
   return aligned;
 }
 
+// One row of c (gemv.cu): a warp per element of c, for a b contiguous along K. gemv_fits says whether it applies.
+bool gemv_fits(const Problem& p);
+void gemv(const Problem& p, DType c_dtype, DType ab_dtype, double alpha, double beta);
 // v3 (gemm.cu): register blocking; float32 or float64 operands, or bfloat16 ones widened as they are staged.
 void gemm_register_blocked(const Problem& p, DType c_dtype, DType ab_dtype, double alpha, double beta);
 // v4 (gemm_tensor_cores.cu): bfloat16 a and b, a float32 or bfloat16 c, on the tensor cores.

@@ -37,34 +37,50 @@ __global__ void random_fill_kernel(T* out, std::int64_t n, Distribution dist, do
 // weights and ranks each id by counting the ids likelier than it (V^2 comparisons over the block's threads, as
 // sort_positions_kernel ranks positions) and gathers the weights in rank order; thread 0 cuts (sums the kept
 // mass), the block renormalises, and thread 0 draws: the sums on one thread, in the order every backend sums in.
+// One thread's walks over V values are bound by the latency of each read: from global memory they took most of the
+// kernel's 0.71 ms on an H200 at V = 2,000 (docs/performance.md). So the weights and their sorted copy live in
+// dynamic shared memory (2 V doubles) when they fit in the 48 KiB a launch gets without opting in (V <= 3,072),
+// and in the global scratch otherwise; the same code reads either through `weights` and `sorted`.
 constexpr unsigned kSampleThreads = 1024;
+constexpr std::int64_t kSampleSharedValues = 48 * 1024 / (2 * sizeof(double));
 
 template <class T>
-__global__ void sample_token_kernel(std::int64_t* token, double* p, std::int64_t* order, double* sorted,
+__global__ void sample_token_kernel(std::int64_t* token, double* p, std::int64_t* order, double* global_sorted,
                                     const T* logits, std::int64_t n, SamplingConfig cfg, double u) {
+  CUDASIM_DYNAMIC_SHARED(double, shared);
+  const bool in_shared = n <= kSampleSharedValues;
+  double* weights = in_shared ? shared : p;
+  double* sorted = in_shared ? shared + n : global_sorted;
+  for (std::int64_t v = threadIdx.x; v < n; v += blockDim.x) weights[v] = static_cast<double>(logits[v]);
+  __syncthreads();
   __shared__ std::int64_t best;
-  if (threadIdx.x == 0) best = static_cast<std::int64_t>(first_max(logits, static_cast<std::size_t>(n)));
+  __shared__ double max_logit;
+  if (threadIdx.x == 0) {
+    best = static_cast<std::int64_t>(first_max(weights, static_cast<std::size_t>(n)));
+    max_logit = weights[best];
+  }
   __syncthreads();
   for (std::int64_t v = threadIdx.x; v < n; v += blockDim.x)
-    p[v] =
-        sampling_weight(static_cast<double>(logits[v]), static_cast<double>(logits[best]), v == best, cfg.temperature);
+    weights[v] = sampling_weight(weights[v], max_logit, v == best, cfg.temperature);
   __syncthreads();
   for (std::int64_t v = threadIdx.x; v < n; v += blockDim.x) {
     std::int64_t rank = 0;
-    for (std::int64_t w = 0; w < n; ++w) rank += likelier(p, w, v);
+    for (std::int64_t w = 0; w < n; ++w) rank += likelier(weights, w, v);
     order[rank] = v;
   }
   __syncthreads();
   // cut_and_draw's steps, the gather and the renormalisation spread over the threads, the sums on thread 0
-  for (std::int64_t i = threadIdx.x; i < n; i += blockDim.x) sorted[i] = p[order[i]];
+  for (std::int64_t i = threadIdx.x; i < n; i += blockDim.x) sorted[i] = weights[order[i]];
   __syncthreads();
   __shared__ Cut kept;
   if (threadIdx.x == 0) kept = cut(sorted, static_cast<std::size_t>(n), cfg);
   __syncthreads();
   for (std::int64_t i = threadIdx.x; i < n; i += blockDim.x)
-    p[order[i]] = renormalised(sorted, static_cast<std::size_t>(i), kept);
+    weights[order[i]] = renormalised(sorted, static_cast<std::size_t>(i), kept);
   __syncthreads();
-  if (threadIdx.x == 0) *token = draw(p, static_cast<std::size_t>(n), u);
+  if (threadIdx.x == 0) *token = draw(weights, static_cast<std::size_t>(n), u);
+  if (in_shared)
+    for (std::int64_t v = threadIdx.x; v < n; v += blockDim.x) p[v] = weights[v];
 }
 
 }  // namespace
@@ -87,7 +103,8 @@ void CudaBackend::sample_token(const TensorDesc& token, const TensorDesc& probs,
   auto* order = static_cast<std::int64_t*>(scratch);
   dispatch_floating(logits.dtype, "sample_token", [&](auto t) {
     using T = decltype(t);
-    launch(sample_token_kernel<T>, 1u, kSampleThreads, 0, static_cast<std::int64_t*>(token.data),
+    const std::size_t shared_bytes = n <= kSampleSharedValues ? static_cast<std::size_t>(2 * n) * sizeof(double) : 0;
+    launch(sample_token_kernel<T>, 1u, kSampleThreads, shared_bytes, static_cast<std::int64_t*>(token.data),
            static_cast<double*>(probs.data), order, reinterpret_cast<double*>(order + n),
            static_cast<const T*>(logits.data), n, cfg, u);
   });
