@@ -26,15 +26,49 @@ namespace {
 // threads take neighbouring k of a row-major a (and of a b contiguous along k), neighbouring m of a transposed a
 // (and n of a row-major b). Each row of a tile is padded by 4 values, so the 8 threads that stage one m (or n) at
 // k = 0..7 write 8 different banks.
+// Double-buffered: the slices alternate between two tiles. A thread's loads of the next slice (2 values of each
+// operand, into registers) are issued before it multiplies this one, so their latency passes while it computes,
+// and it stores them into the other tile afterwards: one barrier a step instead of two (the one after the store
+// also ends every read of the tile the next step overwrites).
 // bfloat16 operands (TA) are widened to float32 as they are staged, and a bfloat16 product (TC) is rounded
 // once as it is stored: the float32 arithmetic with half the global memory read.
 constexpr int kBlockM = 64, kBlockN = 64, kBlockK = 8, kPerThread = 4, kPad = 4;
+constexpr int kStaged = kBlockM * kBlockK / 256;  // values of each operand a thread stages per step
+
+// A thread's share of the slices at k0, read from global memory into registers (zeros past the edges).
+template <class T, class TA>
+__device__ __forceinline__ void load_slices(const Problem& p, const TA* a, const TA* b, std::int64_t row0,
+                                            std::int64_t col0, std::int64_t k0, int tid, T (&a_next)[kStaged],
+                                            T (&b_next)[kStaged]) {
+  const bool a_along_m = p.lda_m == 1 && p.lda_k != 1, b_along_k = p.ldb_k == 1 && p.ldb_n != 1;
+  for (int s = 0; s < kStaged; ++s) {
+    const int e = tid + 256 * s;
+    const int am = a_along_m ? e % kBlockM : e / kBlockK, ak = a_along_m ? e / kBlockM : e % kBlockK;
+    const std::int64_t gm = row0 + am, gka = k0 + ak;
+    a_next[s] = (gm < p.m && gka < p.k) ? static_cast<T>(a[gm * p.lda_m + gka * p.lda_k]) : T(0);
+    const int bk = b_along_k ? e % kBlockK : e / kBlockN, bn = b_along_k ? e / kBlockK : e % kBlockN;
+    const std::int64_t gkb = k0 + bk, gn = col0 + bn;
+    b_next[s] = (gkb < p.k && gn < p.n) ? static_cast<T>(b[gkb * p.ldb_k + gn * p.ldb_n]) : T(0);
+  }
+}
+
+// The registers load_slices filled, into one of the two tiles (the same coordinates).
+template <class T>
+__device__ __forceinline__ void store_slices(const Problem& p, int tid, const T (&a_next)[kStaged],
+                                             const T (&b_next)[kStaged], T (&a_tile)[kBlockK][kBlockM + kPad],
+                                             T (&b_tile)[kBlockK][kBlockN + kPad]) {
+  const bool a_along_m = p.lda_m == 1 && p.lda_k != 1, b_along_k = p.ldb_k == 1 && p.ldb_n != 1;
+  for (int s = 0; s < kStaged; ++s) {
+    const int e = tid + 256 * s;
+    a_tile[a_along_m ? e / kBlockM : e % kBlockK][a_along_m ? e % kBlockM : e / kBlockK] = a_next[s];
+    b_tile[b_along_k ? e % kBlockK : e / kBlockN][b_along_k ? e / kBlockK : e % kBlockN] = b_next[s];
+  }
+}
 
 template <class T, class TA = T, class TC = T>
 __global__ void __launch_bounds__(256) gemm_v3(Problem p, T alpha, T beta) {
-  __shared__ T a_tile[kBlockK][kBlockM + kPad];
-  __shared__ T b_tile[kBlockK][kBlockN + kPad];
-  const bool a_along_m = p.lda_m == 1 && p.lda_k != 1, b_along_k = p.ldb_k == 1 && p.ldb_n != 1;
+  __shared__ T a_tile[2][kBlockK][kBlockM + kPad];
+  __shared__ T b_tile[2][kBlockK][kBlockN + kPad];
   const int tx = threadIdx.x, ty = threadIdx.y, tid = ty * 16 + tx;
   const std::int64_t row0 = static_cast<std::int64_t>(blockIdx.y) * kBlockM;
   const std::int64_t col0 = static_cast<std::int64_t>(blockIdx.x) * kBlockN;
@@ -44,26 +78,22 @@ __global__ void __launch_bounds__(256) gemm_v3(Problem p, T alpha, T beta) {
     const TA* a = at<TA>(p.a) + oa;
     const TA* b = at<TA>(p.b) + ob;
     T acc[kPerThread][kPerThread] = {};
-    for (std::int64_t k0 = 0; k0 < p.k; k0 += kBlockK) {
-      // 512 elements of each slice, 2 per thread.
-      for (int e = tid; e < kBlockM * kBlockK; e += 256) {
-        const int m = a_along_m ? e % kBlockM : e / kBlockK, k = a_along_m ? e / kBlockM : e % kBlockK;
-        const std::int64_t gm = row0 + m, gk = k0 + k;
-        a_tile[k][m] = (gm < p.m && gk < p.k) ? static_cast<T>(a[gm * p.lda_m + gk * p.lda_k]) : T(0);
-      }
-      for (int e = tid; e < kBlockK * kBlockN; e += 256) {
-        const int k = b_along_k ? e % kBlockK : e / kBlockN, n = b_along_k ? e / kBlockK : e % kBlockN;
-        const std::int64_t gk = k0 + k, gn = col0 + n;
-        b_tile[k][n] = (gk < p.k && gn < p.n) ? static_cast<T>(b[gk * p.ldb_k + gn * p.ldb_n]) : T(0);
-      }
-      __syncthreads();
+    T a_next[kStaged], b_next[kStaged];
+    load_slices(p, a, b, row0, col0, 0, tid, a_next, b_next);
+    store_slices(p, tid, a_next, b_next, a_tile[0], b_tile[0]);
+    __syncthreads();
+    int tile = 0;
+    for (std::int64_t k0 = 0; k0 < p.k; k0 += kBlockK, tile ^= 1) {
+      const bool more = k0 + kBlockK < p.k;
+      if (more) load_slices(p, a, b, row0, col0, k0 + kBlockK, tid, a_next, b_next);  // in flight meanwhile
       for (int k = 0; k < kBlockK; ++k) {
         T a_reg[kPerThread], b_reg[kPerThread];
-        for (int i = 0; i < kPerThread; ++i) a_reg[i] = a_tile[k][ty + 16 * i];
-        for (int j = 0; j < kPerThread; ++j) b_reg[j] = b_tile[k][tx + 16 * j];
+        for (int i = 0; i < kPerThread; ++i) a_reg[i] = a_tile[tile][k][ty + 16 * i];
+        for (int j = 0; j < kPerThread; ++j) b_reg[j] = b_tile[tile][k][tx + 16 * j];
         for (int i = 0; i < kPerThread; ++i)
           for (int j = 0; j < kPerThread; ++j) acc[i][j] += a_reg[i] * b_reg[j];
       }
+      if (more) store_slices(p, tid, a_next, b_next, a_tile[tile ^ 1], b_tile[tile ^ 1]);
       __syncthreads();
     }
     for (int i = 0; i < kPerThread; ++i)
