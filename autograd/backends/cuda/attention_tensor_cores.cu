@@ -10,9 +10,11 @@
 // 2t + 1 of every 8, so a row's max and sum meet across the 4 lanes of a quad in two shuffles. The accumulators of
 // two neighbouring 8-column pieces of P are, value for value, the A fragment of a 16 x 16 piece (gemm_tensor_cores.cu
 // spells the layouts out), so the weights go from the first product into the second without leaving registers.
-// Shared memory holds the block's 64 queries (read once into fragments) and one tile of 64 keys and values, rows
+// Shared memory holds the block's 64 queries (read once into fragments) and two stages of 64 keys and values, rows
 // padded by 16 bytes so that ldmatrix's 8 rows hit 32 banks; K is read with ldmatrix, V with ldmatrix.trans (V is
-// the product's B along its rows). Staging is plain 16-byte loads and stores, no cp.async pipeline yet.
+// the product's B along its rows). The stages alternate: the cp.async copies of the next tile start before the
+// warps multiply this one (gemm_pipelined.cu's pipeline, two stages deep), so the tile lands while they work
+// instead of between two barriers.
 // Heads of Dh == Dv in {16, 32, 64, 128} and 16-byte aligned operands take these kernels; others the float32 ones.
 #include "attention_tensor_cores.cuh"
 
@@ -27,9 +29,10 @@ __global__ void __launch_bounds__(kThreads)
   constexpr int kStride = D + 8;
   const AttentionDims n = p.n;
   CUDASIM_DYNAMIC_SHARED(bfloat16, shared);
-  bfloat16* q_tile = shared;                    // [64 queries][D]
-  bfloat16* k_tile = q_tile + kRows * kStride;  // [64 keys][D]
-  bfloat16* v_tile = k_tile + kKeys * kStride;  // [64 keys][D]
+  bfloat16* q_tile = shared;                             // [64 queries][D]
+  bfloat16* k_tiles = q_tile + kRows * kStride;          // [2 stages][64 keys][D]
+  bfloat16* v_tiles = k_tiles + 2 * kKeys * kStride;     // [2 stages][64 keys][D]
+  AsyncCopies<2 * 2 * kKeys*(D / 8) / kThreads> copies;  // two stages of K and V in flight at most
   const int warp = static_cast<int>(threadIdx.x) / kWarp, lane = static_cast<int>(threadIdx.x) % kWarp;
   const int g = lane / 4, t = lane % 4, q8 = lane / 8;
   const std::int64_t bh = blockIdx.y, b = bh / n.H, h = bh % n.H;
@@ -51,11 +54,21 @@ __global__ void __launch_bounds__(kThreads)
   float m[2] = {neg_inf, neg_inf}, l[2] = {0, 0};  // per row; l: this lane's columns only, until the end
   // Causal: no query of this block sees a key at or after i0 + 64 (the same bound for every warp and barrier).
   const std::int64_t key_end = p.mask.causal && i0 + kRows < n.Tk ? i0 + kRows : n.Tk;
-  for (std::int64_t j0 = 0; j0 < key_end; j0 += kKeys) {
-    __syncthreads();  // every warp is done with the previous tiles
-    stage_rows<D>(k_tile, k, j0, n.Tk - j0);
-    stage_rows<D>(v_tile, v, j0, n.Tk - j0);
-    __syncthreads();
+  if (key_end > 0) {
+    stage_rows_async<D>(copies, k_tiles, k, 0, n.Tk);
+    stage_rows_async<D>(copies, v_tiles, v, 0, n.Tk);
+  }
+  copies.commit();
+  for (std::int64_t j0 = 0, stage = 0; j0 < key_end; j0 += kKeys, stage ^= 1) {
+    const bfloat16* k_tile = k_tiles + stage * kKeys * kStride;
+    const bfloat16* v_tile = v_tiles + stage * kKeys * kStride;
+    if (j0 + kKeys < key_end) {  // the next tile into the other stage, which every warp is done with
+      stage_rows_async<D>(copies, k_tiles + (stage ^ 1) * kKeys * kStride, k, j0 + kKeys, n.Tk - j0 - kKeys);
+      stage_rows_async<D>(copies, v_tiles + (stage ^ 1) * kKeys * kStride, v, j0 + kKeys, n.Tk - j0 - kKeys);
+    }
+    copies.commit();             // a group each step, empty after the last tile, so that wait<1> always means this tile
+    copies.template wait<1>();   // this thread's copies of this tile have landed
+    __syncthreads();             // and everyone's
     float s[kKeys / 8][4] = {};  // S = Q K^T: [8 keys][rows g (0, 1) and g + 8 (2, 3)]
     STEPFORMER_UNROLL
     for (int c = 0; c < D / 16; ++c) {
@@ -120,6 +133,7 @@ __global__ void __launch_bounds__(kThreads)
         mma_m16n8k16_bf16(o[d + 1], pf, second);
       }
     }
+    __syncthreads();  // every warp is done with this stage before the next step's copies overwrite it
   }
   STEPFORMER_UNROLL
   for (int r = 0; r < 2; ++r) {
@@ -135,9 +149,9 @@ __global__ void __launch_bounds__(kThreads)
 
 template <int D>
 void launch_forward(const TensorDesc& out, const TensorDesc& lse, const AttentionProblem<bfloat16>& p) {
-  const std::size_t bytes = sizeof(bfloat16) * (kRows + 2 * kKeys) * (D + 8);
+  const std::size_t bytes = sizeof(bfloat16) * (kRows + 2 * 2 * kKeys) * (D + 8);
 #if defined(__CUDACC__)
-  // Dh = 128 needs 51 KB, more than the 48 KB a launch gets without asking.
+  // Dh = 64 needs 46 KB and Dh = 128 85 KB: more than the 48 KB a launch gets without asking at 128.
   STEPFORMER_CUDA_CHECK(cudaFuncSetAttribute(attention_forward_mma<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                              static_cast<int>(bytes)));
 #endif

@@ -25,6 +25,18 @@ __device__ inline void stage_rows(bfloat16* tile, const bfloat16* x, std::int64_
   }
 }
 
+// The same rows copied by cp.async (compat.cuh's AsyncCopies): the copies start here and land at a later wait, so
+// the tile fills while the warps work on another; rows at or past `valid` are zero-filled without a read.
+template <int D, class Copies>
+__device__ inline void stage_rows_async(Copies& copies, bfloat16* tile, const bfloat16* x, std::int64_t first,
+                                        std::int64_t valid) {
+  constexpr int kPieces = D / 8;
+  for (int e = static_cast<int>(threadIdx.x); e < kRows * kPieces; e += kThreads) {
+    const int r = e / kPieces, c = e % kPieces * 8;
+    copies.copy16(tile + r * (D + 8) + c, r < valid ? x + (first + r) * D + c : x, r < valid);
+  }
+}
+
 __device__ inline std::uint32_t bf16_pair(float low, float high) {
   return std::uint32_t{bfloat16(low).bits} | std::uint32_t{bfloat16(high).bits} << 16;
 }
