@@ -63,11 +63,13 @@ const std::vector<AttentionCase> kAttentionCases = {
     {"scores rising along 300 keys (the max grows at every tile)", 1, 2, 3, 300, 4, 4, false, false, false, 0, true},
     {"causal, scores rising, T 260", 1, 1, 260, 260, 4, 4, false, true, false, 0, true},
     // Heads the CUDA backend's bfloat16 forward runs on the tensor cores (Dh == Dv in {16, 32, 64, 128}), over
-    // more than one block of 64 queries and tile of 64 keys.
+    // more than one block of 64 queries and tile of 64 keys; past two tiles, so that each kernel's two stages are
+    // both refilled (keys for the forward and dQ, queries for dK and dV).
     {"Dh 64, causal, T 100", 1, 2, 100, 100, 64, 64, false, true},
     {"Dh 32, pad mask and dropout 0.25, Tq 70 != Tk 90", 2, 1, 70, 90, 32, 32, true, false, false, 0.25},
     {"Dh 16, scores rising along 150 keys", 1, 1, 5, 150, 16, 16, false, false, false, 0, true},
     {"Dh 128, subsequent mask as a tensor, T 66", 1, 1, 66, 66, 128, 128, false, false, true},
+    {"Dh 16, pad mask, Tq 200 over Tk 20", 1, 1, 200, 20, 16, 16, true},
 };
 
 // A case's q, k, v (requiring grad), the incoming gradient g and the mask, in dtype dt.

@@ -3,6 +3,8 @@
 // too). Both recompute a tile's weights P = exp(scale q.k - lse) from the forward's lse, dP = dO V^T (times the
 // dropout factors f), dS = P (dP - D) with D = dO . O per query, and round P f and dS to bfloat16 before the products
 // that read them, as the CPU's bfloat16 kernel does; every sum is float32 and each gradient is rounded once.
+// Each kernel's other side (K and V for dQ; Q, dO, lse and D for dK and dV) goes through two stages of shared memory
+// as in the forward: the next tile's cp.async copies start before the warps multiply this one.
 #include "attention_tensor_cores.cuh"
 
 namespace stepformer::STEPFORMER_CUDA_NS {
@@ -79,9 +81,10 @@ __global__ void __launch_bounds__(kThreads)
   constexpr int kStride = D + 8;
   const AttentionDims n = p.n;
   CUDASIM_DYNAMIC_SHARED(bfloat16, shared);
-  bfloat16* row_tile = shared;                    // [64 queries][D]: Q, then dO, read once into fragments
-  bfloat16* k_tile = row_tile + kRows * kStride;  // [64 keys][D]
-  bfloat16* v_tile = k_tile + kKeys * kStride;    // [64 keys][D]
+  bfloat16* row_tile = shared;                           // [64 queries][D]: Q, then dO, read once into fragments
+  bfloat16* k_tiles = row_tile + kRows * kStride;        // [2 stages][64 keys][D]
+  bfloat16* v_tiles = k_tiles + 2 * kKeys * kStride;     // [2 stages][64 keys][D]
+  AsyncCopies<2 * 2 * kKeys*(D / 8) / kThreads> copies;  // two stages of K and V in flight at most
   const int warp = static_cast<int>(threadIdx.x) / kWarp, lane = static_cast<int>(threadIdx.x) % kWarp;
   const int g = lane / 4, t = lane % 4;
   const std::int64_t bh = blockIdx.y, b = bh / n.H, h = bh % n.H;
@@ -109,11 +112,21 @@ __global__ void __launch_bounds__(kThreads)
   }
   float acc[D / 8][4] = {};  // dQ / scale: [8 of Dh][rows g (0, 1) and g + 8 (2, 3)]
   const std::int64_t key_end = p.mask.causal && i0 + kRows < n.Tk ? i0 + kRows : n.Tk;
-  for (std::int64_t j0 = 0; j0 < key_end; j0 += kKeys) {
-    __syncthreads();
-    stage_rows<D>(k_tile, k, j0, n.Tk - j0);
-    stage_rows<D>(v_tile, v, j0, n.Tk - j0);
-    __syncthreads();
+  if (key_end > 0) {
+    stage_rows_async<D>(copies, k_tiles, k, 0, n.Tk);
+    stage_rows_async<D>(copies, v_tiles, v, 0, n.Tk);
+  }
+  copies.commit();
+  for (std::int64_t j0 = 0, stage = 0; j0 < key_end; j0 += kKeys, stage ^= 1) {
+    const bfloat16* k_tile = k_tiles + stage * kKeys * kStride;
+    const bfloat16* v_tile = v_tiles + stage * kKeys * kStride;
+    if (j0 + kKeys < key_end) {  // the next tile into the other stage, which every warp is done with
+      stage_rows_async<D>(copies, k_tiles + (stage ^ 1) * kKeys * kStride, k, j0 + kKeys, n.Tk - j0 - kKeys);
+      stage_rows_async<D>(copies, v_tiles + (stage ^ 1) * kKeys * kStride, v, j0 + kKeys, n.Tk - j0 - kKeys);
+    }
+    copies.commit();
+    copies.template wait<1>();                          // this tile's copies, this thread's
+    __syncthreads();                                    // and everyone's
     float s[kKeys / 8][4] = {}, dp[kKeys / 8][4] = {};  // S = Q K^T and dO V^T: [8 keys][rows g, g + 8]
     times_rows<D>(s, qf, k_tile, dp, gf, v_tile);
     STEPFORMER_UNROLL
@@ -133,6 +146,7 @@ __global__ void __launch_bounds__(kThreads)
       as_a(dsf, s, c);
       add_times_rows<D>(acc, dsf, k_tile, c);
     }
+    __syncthreads();  // every warp is done with this stage before the next step's copies overwrite it
   }
   STEPFORMER_UNROLL
   for (int r = 0; r < 2; ++r) {
@@ -150,10 +164,11 @@ __global__ void __launch_bounds__(kThreads)
   constexpr int kStride = D + 8;
   const AttentionDims n = p.n;
   CUDASIM_DYNAMIC_SHARED(bfloat16, shared);
-  bfloat16* q_tile = shared;                    // [64 queries][D] (first the block's keys)
-  bfloat16* g_tile = q_tile + kRows * kStride;  // [64 queries][D] of dO (first the block's values)
-  float* lse_tile = reinterpret_cast<float*>(g_tile + kRows * kStride);  // [64]
-  float* dot_tile = lse_tile + kRows;                                    // [64]
+  bfloat16* q_tiles = shared;                         // [2 stages][64 queries][D] (first the block's keys)
+  bfloat16* g_tiles = q_tiles + 2 * kRows * kStride;  // [2 stages][64 queries][D] of dO (first the block's values)
+  float* lse_tiles = reinterpret_cast<float*>(g_tiles + 2 * kRows * kStride);  // [2 stages][64]
+  float* dot_tiles = lse_tiles + 2 * kRows;                                    // [2 stages][64]
+  AsyncCopies<2 * 2 * kRows*(D / 8) / kThreads> copies;  // two stages of Q and dO in flight at most
   const int warp = static_cast<int>(threadIdx.x) / kWarp, lane = static_cast<int>(threadIdx.x) % kWarp;
   const int g = lane / 4, t = lane % 4;
   const std::int64_t bh = blockIdx.y, b = bh / n.H, h = bh % n.H;
@@ -162,21 +177,35 @@ __global__ void __launch_bounds__(kThreads)
   const bfloat16* q = p.q + bh * n.Tq * D;
   const bfloat16* g_out = dout + bh * n.Tq * D;
   std::uint32_t kf[D / 16][4], vf[D / 16][4];  // this warp's 16 keys and values as A fragments
-  rows_as_a<D>(kf, q_tile, p.keys(bh), j0, n.Tk - j0);
-  rows_as_a<D>(vf, g_tile, p.values(bh), j0, n.Tk - j0);
+  rows_as_a<D>(kf, q_tiles, p.keys(bh), j0, n.Tk - j0);
+  rows_as_a<D>(vf, g_tiles, p.values(bh), j0, n.Tk - j0);
   const float neg_inf = -INFINITY;
   float dk_acc[D / 8][4] = {}, dv_acc[D / 8][4] = {};  // [8 of D][keys g (0, 1) and g + 8 (2, 3)]
-  // Causal: the queries before j0 (a multiple of 64) see none of these keys.
-  for (std::int64_t i0 = p.mask.causal ? j0 : 0; i0 < n.Tq; i0 += kRows) {
-    __syncthreads();  // every warp is done with the previous tiles (and the first, with its fragments)
-    stage_rows<D>(q_tile, q, i0, n.Tq - i0);
-    stage_rows<D>(g_tile, g_out, i0, n.Tq - i0);
+  // The query tile at i0 into a stage: Q and dO by cp.async, lse and D by plain loads (they are read after the
+  // barrier that follows the stage's wait, as the copies are).
+  const auto stage_queries = [&](std::int64_t i0, int stage) {
+    stage_rows_async<D>(copies, q_tiles + stage * kRows * kStride, q, i0, n.Tq - i0);
+    stage_rows_async<D>(copies, g_tiles + stage * kRows * kStride, g_out, i0, n.Tq - i0);
     for (int e = static_cast<int>(threadIdx.x); e < kRows; e += kThreads) {
       const bool in = i0 + e < n.Tq;
-      lse_tile[e] = in ? lse[bh * n.Tq + i0 + e] : neg_inf;
-      dot_tile[e] = in ? dots[bh * n.Tq + i0 + e] : 0.f;
+      lse_tiles[stage * kRows + e] = in ? lse[bh * n.Tq + i0 + e] : neg_inf;
+      dot_tiles[stage * kRows + e] = in ? dots[bh * n.Tq + i0 + e] : 0.f;
     }
-    __syncthreads();
+  };
+  // Causal: the queries before j0 (a multiple of 64) see none of these keys.
+  const std::int64_t first = p.mask.causal ? j0 : 0;
+  __syncthreads();  // every warp has its fragments of stage 0 before the first copies overwrite it
+  if (first < n.Tq) stage_queries(first, 0);
+  copies.commit();
+  for (std::int64_t i0 = first, stage = 0; i0 < n.Tq; i0 += kRows, stage ^= 1) {
+    const bfloat16* q_tile = q_tiles + stage * kRows * kStride;
+    const bfloat16* g_tile = g_tiles + stage * kRows * kStride;
+    const float* lse_tile = lse_tiles + stage * kRows;
+    const float* dot_tile = dot_tiles + stage * kRows;
+    if (i0 + kRows < n.Tq) stage_queries(i0 + kRows, static_cast<int>(stage ^ 1));
+    copies.commit();
+    copies.template wait<1>();                            // this tile's copies, this thread's
+    __syncthreads();                                      // and everyone's
     float st[kRows / 8][4] = {}, dpt[kRows / 8][4] = {};  // S^T = K Q^T and V dO^T: [8 queries][keys g, g + 8]
     times_rows<D>(st, kf, q_tile, dpt, vf, g_tile);
     STEPFORMER_UNROLL
@@ -202,6 +231,7 @@ __global__ void __launch_bounds__(kThreads)
       add_times_rows<D>(dv_acc, pf, g_tile, c);
       add_times_rows<D>(dk_acc, dsf, q_tile, c);
     }
+    __syncthreads();  // every warp is done with this stage before the next step's copies overwrite it
   }
   STEPFORMER_UNROLL
   for (int r = 0; r < 2; ++r) {
@@ -214,8 +244,8 @@ __global__ void __launch_bounds__(kThreads)
 template <int D>
 void launch_backward(const TensorDesc& dq, const TensorDesc& dk, const TensorDesc& dv, const TensorDesc& dout,
                      const TensorDesc& out, const TensorDesc& lse, float* dots, const AttentionProblem<bfloat16>& p) {
-  const std::size_t q_bytes = sizeof(bfloat16) * (kRows + 2 * kKeys) * (D + 8);
-  const std::size_t kv_bytes = sizeof(bfloat16) * 2 * kRows * (D + 8) + sizeof(float) * 2 * kRows;
+  const std::size_t q_bytes = sizeof(bfloat16) * (kRows + 2 * 2 * kKeys) * (D + 8);
+  const std::size_t kv_bytes = sizeof(bfloat16) * 2 * 2 * kRows * (D + 8) + sizeof(float) * 2 * 2 * kRows;
 #if defined(__CUDACC__)
   STEPFORMER_CUDA_CHECK(cudaFuncSetAttribute(attention_backward_q_mma<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                              static_cast<int>(q_bytes)));
