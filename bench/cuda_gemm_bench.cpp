@@ -4,7 +4,10 @@
 // 512, d_ff 2048), in TFLOP/s. On a GPU each timed run launches the GEMM enough times to last about 0.1 s between two
 // waits for the device (a one-element copy to the host), so launch and copy latency stay out; the best of the runs, the
 // two dtypes in turn. The yardstick, cuBLAS through PyTorch on the same shapes, is tools/compare/torch_cuda_gemm.py;
-// tools/gpu/check.sh runs both.
+// tools/gpu/check.sh runs both. A second table times products of one row, c[1, N] = a[1, K] W^T with W [N, K] as a
+// layer's forward reads it: chapter 12's language model generating a token (d_model 256, SwiGLU's 688, 2,000 ids),
+// each the time of one product in a stream of them, and the weight's bytes over it in GB/s: the GEMM that
+// gemm() picks (gemv.cu's warp per element) against v3's tiles.
 //
 //   build/bench/bin/cuda_gemm_bench [--device cuda|cuda-sim] [--max N]   (N: the largest square; the base
 //                                                                        model's shapes from N = 2048)
@@ -65,6 +68,35 @@ int main(int argc, char** argv) {
     const double v3 = tflops(best[0]), v4 = tflops(best[1]), v5 = tflops(best[2]);
     fmt::print("{:>6} {:>6} {:>6} {:>11} {:>14.1f} {:>15.1f} {:>15.1f} {:>7.2f}x {:>7.2f}x\n", s.m, s.n, s.k, s.what,
                v3, v4, v5, v4 / v3, v5 / v4);
+  }
+  const Shape3 rows[] = {
+      {1, 256, 256, "projection"}, {1, 688, 256, "FFN up"}, {1, 256, 688, "FFN down"}, {1, 2000, 256, "logits"}};
+  fmt::print("\nOne row: c[1, N] = a[1, K] W^T on {}, c float32; us per product, GB/s of W (best run)\n", device);
+  fmt::print("{:>6} {:>6} {:>6} {:>11} {:>17} {:>17} {:>17} {:>9}\n", "M", "N", "K", "", "float32 gemm()",
+             "bfloat16 gemm()", "float32 v3", "v3 / f32");
+  for (const Shape3& s : rows) {
+    Generator gen(2);
+    const Tensor x32 = uniform({s.m, s.k}, -1, 1, gen), w32 = uniform({s.n, s.k}, -1, 1, gen);
+    const Tensor x[2] = {x32.to(dev), x32.to(DType::bfloat16).to(dev)};
+    const Tensor w[2] = {transpose(w32.to(dev), 0, 1), transpose(w32.to(DType::bfloat16).to(dev), 0, 1)};
+    const Tensor c = empty({s.m, s.n}, {DType::float32, dev});
+    const int reps = dev.type == DeviceType::cuda ? 2000 : 1;
+    Backend& backend = backend_for(dev);
+    auto run = [&](int which, bool tiled) {
+      for (int r = 0; r < reps; ++r)
+        if (tiled)
+          gemm_version(3, c.desc(), x[which].desc(), w[which].desc(), 1.0, 0.0);
+        else
+          backend.gemm(c.desc(), x[which].desc(), w[which].desc(), 1.0, 0.0);
+      bench::wait_for(c);
+    };
+    const auto best = bench::best_of_rotation(
+        3, 1.0, [&] { run(0, false); }, [&] { run(1, false); }, [&] { run(0, true); });
+    const auto us = [&](double seconds) { return seconds / reps * 1e6; };
+    const auto gbps = [&](double seconds, double bytes) { return bytes * s.n * s.k * reps / seconds / 1e9; };
+    fmt::print("{:>6} {:>6} {:>6} {:>11} {:>8.2f} {:>8.0f} {:>8.2f} {:>8.0f} {:>8.2f} {:>8.0f} {:>8.2f}x\n", s.m, s.n,
+               s.k, s.what, us(best[0]), gbps(best[0], 4), us(best[1]), gbps(best[1], 2), us(best[2]), gbps(best[2], 4),
+               best[2] / best[0]);
   }
   return 0;
 }

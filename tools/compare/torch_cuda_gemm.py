@@ -43,3 +43,26 @@ for m, n, k, what in shapes:
                 best = min(best, start.elapsed_time(end) / 1e3)
         rates.append(flops * reps / best / 1e12)
     print(f"{m:>6} {n:>6} {k:>6} {what:>11} {rates[0]:>14.1f} {rates[1]:>15.1f}")
+
+# One row, c[1, N] = a[1, K] W^T (torch.nn.functional.linear, W [N, K]): the second table of cuda_gemm_bench.
+print(f"\nOne row: linear(a[1, K], W[N, K]), us per product, GB/s of W (best run)")
+print(f"{'M':>6} {'N':>6} {'K':>6} {'':>11} {'float32':>17} {'bfloat16':>17}")
+for m, n, k, what in [(1, 256, 256, "projection"), (1, 688, 256, "FFN up"), (1, 256, 688, "FFN down"),
+                      (1, 2000, 256, "logits")]:
+    cells = []
+    for dtype, size in ((torch.float32, 4), (torch.bfloat16, 2)):
+        x = torch.empty(m, k, device="cuda").uniform_(-1, 1).to(dtype)
+        w = torch.empty(n, k, device="cuda").uniform_(-1, 1).to(dtype)
+        reps = 2000
+        best = float("inf")
+        for run in range(4):  # the first warms up
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            for _ in range(reps):
+                torch.nn.functional.linear(x, w)
+            end.record()
+            torch.cuda.synchronize()
+            if run:
+                best = min(best, start.elapsed_time(end) / 1e3)
+        cells.append(f"{best / reps * 1e6:>8.2f} {size * n * k * reps / best / 1e9:>8.0f}")
+    print(f"{m:>6} {n:>6} {k:>6} {what:>11} {cells[0]} {cells[1]}")
