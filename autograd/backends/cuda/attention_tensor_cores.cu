@@ -14,7 +14,8 @@
 // padded by 16 bytes so that ldmatrix's 8 rows hit 32 banks; K is read with ldmatrix, V with ldmatrix.trans (V is
 // the product's B along its rows). The stages alternate: the cp.async copies of the next tile start before the
 // warps multiply this one (gemm_pipelined.cu's pipeline, two stages deep), so the tile lands while they work
-// instead of between two barriers.
+// instead of between two barriers. The output leaves through the warp's rows of the query tile, whole rows at a time
+// (store_rows).
 // Heads of Dh == Dv in {16, 32, 64, 128} and 16-byte aligned operands take these kernels; others the float32 ones.
 #include "attention_tensor_cores.cuh"
 
@@ -135,16 +136,17 @@ __global__ void __launch_bounds__(kThreads)
     }
     __syncthreads();  // every warp is done with this stage before the next step's copies overwrite it
   }
+  float inverse[2];
   STEPFORMER_UNROLL
   for (int r = 0; r < 2; ++r) {
     l[r] += __shfl_xor_sync(kFullMask, l[r], 1);
     l[r] += __shfl_xor_sync(kFullMask, l[r], 2);
+    inverse[r] = 1.f / l[r];  // l == 0 (no key seen): inf, and 0 * inf is NaN, as the composite's softmax
     const std::int64_t i = rows[r];
-    if (i >= n.Tq) continue;
-    // l == 0 (no key seen): inf, and 0 * inf is NaN, as the composite's softmax
-    store_row<D>(out + (bh * n.Tq + i) * D, o, r, 1.f / l[r]);
-    if (t == 0) lse[bh * n.Tq + i] = m[r] + log_(l[r]);
+    if (t == 0 && i < n.Tq) lse[bh * n.Tq + i] = m[r] + log_(l[r]);
   }
+  // The output through this warp's own 16 rows of the query tile, read only by it (into its fragments, long ago).
+  store_rows<D>(out + bh * n.Tq * D, i0 + 16 * warp, n.Tq, q_tile + 16 * warp * kStride, o, inverse[0], inverse[1]);
 }
 
 template <int D>

@@ -41,15 +41,31 @@ __device__ inline std::uint32_t bf16_pair(float low, float high) {
   return std::uint32_t{bfloat16(low).bits} | std::uint32_t{bfloat16(high).bits} << 16;
 }
 
-// Row r (0: g, 1: g + 8) of accumulators [D / 8][4] times `factor`, this lane's two columns of each 8, into `row`.
+// A warp's 16 rows of accumulators [D / 8][4] (lane 4g + t: rows g and g + 8, columns 2t and 2t + 1 of every 8),
+// rows g times `low` and rows g + 8 times `high`, rounded to bfloat16 into rows [first, first + 16) of a contiguous [*,
+// D] matrix, those at or past `valid` left out. Written as they lie, each lane would store two values of two rows:
+// 4-byte pieces of 32 rows a request. So the warp first writes them into `band`, 16 rows of a tile (row stride
+// D + 8: the 8 lanes of one t write 8 different banks) that only this warp uses, and then copies whole rows out,
+// 16 bytes a lane.
 template <int D>
-__device__ inline void store_row(bfloat16* row, const float (&acc)[D / 8][4], int r, float factor) {
-  const int t = static_cast<int>(threadIdx.x) % 4;
+__device__ inline void store_rows(bfloat16* x, std::int64_t first, std::int64_t valid, bfloat16* band,
+                                  const float (&acc)[D / 8][4], float low, float high) {
+  const int lane = static_cast<int>(threadIdx.x) % kWarp, g = lane / 4, t = lane % 4;
   STEPFORMER_UNROLL
-  for (int d = 0; d < D / 8; ++d) {
-    row[8 * d + 2 * t] = bfloat16(acc[d][2 * r] * factor);
-    row[8 * d + 2 * t + 1] = bfloat16(acc[d][2 * r + 1] * factor);
+  for (int d = 0; d < D / 8; ++d) STEPFORMER_UNROLL
+  for (int r = 0; r < 2; ++r) {
+    bfloat16* row = band + (g + 8 * r) * (D + 8) + 8 * d + 2 * t;
+    row[0] = bfloat16(acc[d][2 * r] * (r == 0 ? low : high));
+    row[1] = bfloat16(acc[d][2 * r + 1] * (r == 0 ? low : high));
   }
+  __syncwarp();
+  constexpr int kPieces = D / 8;  // 16 bytes each
+  for (int e = lane; e < 16 * kPieces; e += kWarp) {
+    const int r = e / kPieces, c = e % kPieces * 8;
+    if (first + r < valid)
+      *reinterpret_cast<Bytes16*>(x + (first + r) * D + c) = *reinterpret_cast<const Bytes16*>(band + r * (D + 8) + c);
+  }
+  __syncwarp();  // every lane has read the band before it is written again
 }
 // Every head starts on 16 bytes (the rows are D >= 16 bfloat16s): so do the 16-byte copies of stage_rows.
 inline bool aligned16(const TensorDesc& t) {

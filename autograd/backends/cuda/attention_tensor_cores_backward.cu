@@ -148,11 +148,8 @@ __global__ void __launch_bounds__(kThreads)
     }
     __syncthreads();  // every warp is done with this stage before the next step's copies overwrite it
   }
-  STEPFORMER_UNROLL
-  for (int r = 0; r < 2; ++r) {
-    const std::int64_t i = rows[r];
-    if (i < n.Tq) store_row<D>(dq + (bh * n.Tq + i) * D, acc, r, p.scale);
-  }
+  // dQ through this warp's own 16 rows of the row tile (the last read of them was its dO fragments).
+  store_rows<D>(dq + bh * n.Tq * D, i0 + 16 * warp, n.Tq, row_tile + 16 * warp * kStride, acc, p.scale, p.scale);
 }
 
 // dV = (P f)^T dO and dK = scale dS^T Q for a block's 64 keys (a warp's 16), query tile by query tile: the same
@@ -233,13 +230,10 @@ __global__ void __launch_bounds__(kThreads)
     }
     __syncthreads();  // every warp is done with this stage before the next step's copies overwrite it
   }
-  STEPFORMER_UNROLL
-  for (int r = 0; r < 2; ++r) {
-    const std::int64_t key = keys[r];
-    if (key >= n.Tk) continue;
-    store_row<D>(dk + (bh * n.Tk + key) * D, dk_acc, r, p.scale);
-    store_row<D>(dv + (bh * n.Tk + key) * D, dv_acc, r, 1.f);
-  }
+  // dK and dV through this warp's 16 rows of the first query stage: every warp is past the last step's barrier.
+  bfloat16* band = q_tiles + 16 * warp * kStride;
+  store_rows<D>(dk + bh * n.Tk * D, j0 + 16 * warp, n.Tk, band, dk_acc, p.scale, p.scale);
+  store_rows<D>(dv + bh * n.Tk * D, j0 + 16 * warp, n.Tk, band, dv_acc, 1.f, 1.f);
 }
 template <int D>
 void launch_backward(const TensorDesc& dq, const TensorDesc& dk, const TensorDesc& dv, const TensorDesc& dout,
