@@ -30,10 +30,9 @@ __global__ void __launch_bounds__(kThreads)
   constexpr int kStride = D + 8;
   const AttentionDims n = p.n;
   CUDASIM_DYNAMIC_SHARED(bfloat16, shared);
-  bfloat16* q_tile = shared;                             // [64 queries][D]
-  bfloat16* k_tiles = q_tile + kRows * kStride;          // [2 stages][64 keys][D]
-  bfloat16* v_tiles = k_tiles + 2 * kKeys * kStride;     // [2 stages][64 keys][D]
-  AsyncCopies<2 * 2 * kKeys*(D / 8) / kThreads> copies;  // two stages of K and V in flight at most
+  bfloat16* q_tile = shared;                          // [64 queries][D]
+  bfloat16* k_tiles = q_tile + kRows * kStride;       // [2 stages][64 keys][D]
+  bfloat16* v_tiles = k_tiles + 2 * kKeys * kStride;  // [2 stages][64 keys][D]
   const int warp = static_cast<int>(threadIdx.x) / kWarp, lane = static_cast<int>(threadIdx.x) % kWarp;
   const int g = lane / 4, t = lane % 4, q8 = lane / 8;
   const std::int64_t bh = blockIdx.y, b = bh / n.H, h = bh % n.H;
@@ -55,21 +54,11 @@ __global__ void __launch_bounds__(kThreads)
   float m[2] = {neg_inf, neg_inf}, l[2] = {0, 0};  // per row; l: this lane's columns only, until the end
   // Causal: no query of this block sees a key at or after i0 + 64 (the same bound for every warp and barrier).
   const std::int64_t key_end = p.mask.causal && i0 + kRows < n.Tk ? i0 + kRows : n.Tk;
-  if (key_end > 0) {
-    stage_rows_async<D>(copies, k_tiles, k, 0, n.Tk);
-    stage_rows_async<D>(copies, v_tiles, v, 0, n.Tk);
-  }
-  copies.commit();
+  TileStages<D> kv{{k_tiles, v_tiles}, {k, v}, n.Tk, key_end, {}};
+  kv.start(0);
   for (std::int64_t j0 = 0, stage = 0; j0 < key_end; j0 += kKeys, stage ^= 1) {
-    const bfloat16* k_tile = k_tiles + stage * kKeys * kStride;
-    const bfloat16* v_tile = v_tiles + stage * kKeys * kStride;
-    if (j0 + kKeys < key_end) {  // the next tile into the other stage, which every warp is done with
-      stage_rows_async<D>(copies, k_tiles + (stage ^ 1) * kKeys * kStride, k, j0 + kKeys, n.Tk - j0 - kKeys);
-      stage_rows_async<D>(copies, v_tiles + (stage ^ 1) * kKeys * kStride, v, j0 + kKeys, n.Tk - j0 - kKeys);
-    }
-    copies.commit();             // a group each step, empty after the last tile, so that wait<1> always means this tile
-    copies.template wait<1>();   // this thread's copies of this tile have landed
-    __syncthreads();             // and everyone's
+    kv.next(j0, stage);
+    const bfloat16 *k_tile = kv.tile(0, stage), *v_tile = kv.tile(1, stage);
     float s[kKeys / 8][4] = {};  // S = Q K^T: [8 keys][rows g (0, 1) and g + 8 (2, 3)]
     STEPFORMER_UNROLL
     for (int c = 0; c < D / 16; ++c) {

@@ -37,6 +37,38 @@ __device__ inline void stage_rows_async(Copies& copies, bfloat16* tile, const bf
   }
 }
 
+// Two stages of two tiles of 64 rows (K and V for the forward and the dQ kernel, Q and dO for the dK/dV kernel),
+// filled by cp.async one tile ahead of the warps. start(first) begins copying the tiles at row `first` into stage 0;
+// at each step, next(first, stage) begins copying the tiles at first + 64 into the other stage (if any are before
+// `end`) and returns once those at `first` have landed in `stage`, for every thread. The caller ends each step with
+// a __syncthreads, after which the stage may be refilled.
+template <int D>
+struct TileStages {
+  bfloat16* tiles[2];         // each [2 stages][64 rows][D + 8]
+  const bfloat16* source[2];  // each contiguous [rows, D]
+  std::int64_t rows, end;     // the sources' rows; where the walk ends (a multiple of 64 or `rows`)
+  AsyncCopies<2 * 2 * kRows*(D / 8) / kThreads> copies;  // two stages of both tiles in flight at most
+
+  __device__ __forceinline__ bfloat16* tile(int which, std::int64_t stage) {
+    return tiles[which] + stage * kRows * (D + 8);
+  }
+  __device__ __forceinline__ void copy(std::int64_t first, std::int64_t stage) {
+    STEPFORMER_UNROLL
+    for (int which = 0; which < 2; ++which)
+      stage_rows_async<D>(copies, tile(which, stage), source[which], first, rows - first);
+  }
+  __device__ __forceinline__ void start(std::int64_t first) {
+    if (first < end) copy(first, 0);
+    copies.commit();
+  }
+  __device__ __forceinline__ void next(std::int64_t first, std::int64_t stage) {
+    if (first + kRows < end) copy(first + kRows, stage ^ 1);  // the other stage: every warp is done with it
+    copies.commit();            // a group each step, empty after the last tile, so that wait<1> always means this one
+    copies.template wait<1>();  // this thread's copies of the tiles at `first` have landed
+    __syncthreads();            // and everyone's
+  }
+};
+
 __device__ inline std::uint32_t bf16_pair(float low, float high) {
   return std::uint32_t{bfloat16(low).bits} | std::uint32_t{bfloat16(high).bits} << 16;
 }

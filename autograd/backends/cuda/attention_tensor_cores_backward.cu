@@ -81,10 +81,9 @@ __global__ void __launch_bounds__(kThreads)
   constexpr int kStride = D + 8;
   const AttentionDims n = p.n;
   CUDASIM_DYNAMIC_SHARED(bfloat16, shared);
-  bfloat16* row_tile = shared;                           // [64 queries][D]: Q, then dO, read once into fragments
-  bfloat16* k_tiles = row_tile + kRows * kStride;        // [2 stages][64 keys][D]
-  bfloat16* v_tiles = k_tiles + 2 * kKeys * kStride;     // [2 stages][64 keys][D]
-  AsyncCopies<2 * 2 * kKeys*(D / 8) / kThreads> copies;  // two stages of K and V in flight at most
+  bfloat16* row_tile = shared;                        // [64 queries][D]: Q, then dO, read once into fragments
+  bfloat16* k_tiles = row_tile + kRows * kStride;     // [2 stages][64 keys][D]
+  bfloat16* v_tiles = k_tiles + 2 * kKeys * kStride;  // [2 stages][64 keys][D]
   const int warp = static_cast<int>(threadIdx.x) / kWarp, lane = static_cast<int>(threadIdx.x) % kWarp;
   const int g = lane / 4, t = lane % 4;
   const std::int64_t bh = blockIdx.y, b = bh / n.H, h = bh % n.H;
@@ -112,21 +111,11 @@ __global__ void __launch_bounds__(kThreads)
   }
   float acc[D / 8][4] = {};  // dQ / scale: [8 of Dh][rows g (0, 1) and g + 8 (2, 3)]
   const std::int64_t key_end = p.mask.causal && i0 + kRows < n.Tk ? i0 + kRows : n.Tk;
-  if (key_end > 0) {
-    stage_rows_async<D>(copies, k_tiles, k, 0, n.Tk);
-    stage_rows_async<D>(copies, v_tiles, v, 0, n.Tk);
-  }
-  copies.commit();
+  TileStages<D> kv{{k_tiles, v_tiles}, {k, v}, n.Tk, key_end, {}};
+  kv.start(0);
   for (std::int64_t j0 = 0, stage = 0; j0 < key_end; j0 += kKeys, stage ^= 1) {
-    const bfloat16* k_tile = k_tiles + stage * kKeys * kStride;
-    const bfloat16* v_tile = v_tiles + stage * kKeys * kStride;
-    if (j0 + kKeys < key_end) {  // the next tile into the other stage, which every warp is done with
-      stage_rows_async<D>(copies, k_tiles + (stage ^ 1) * kKeys * kStride, k, j0 + kKeys, n.Tk - j0 - kKeys);
-      stage_rows_async<D>(copies, v_tiles + (stage ^ 1) * kKeys * kStride, v, j0 + kKeys, n.Tk - j0 - kKeys);
-    }
-    copies.commit();
-    copies.template wait<1>();                          // this tile's copies, this thread's
-    __syncthreads();                                    // and everyone's
+    kv.next(j0, stage);
+    const bfloat16 *k_tile = kv.tile(0, stage), *v_tile = kv.tile(1, stage);
     float s[kKeys / 8][4] = {}, dp[kKeys / 8][4] = {};  // S = Q K^T and dO V^T: [8 keys][rows g, g + 8]
     times_rows<D>(s, qf, k_tile, dp, gf, v_tile);
     STEPFORMER_UNROLL
@@ -165,7 +154,6 @@ __global__ void __launch_bounds__(kThreads)
   bfloat16* g_tiles = q_tiles + 2 * kRows * kStride;  // [2 stages][64 queries][D] of dO (first the block's values)
   float* lse_tiles = reinterpret_cast<float*>(g_tiles + 2 * kRows * kStride);  // [2 stages][64]
   float* dot_tiles = lse_tiles + 2 * kRows;                                    // [2 stages][64]
-  AsyncCopies<2 * 2 * kRows*(D / 8) / kThreads> copies;  // two stages of Q and dO in flight at most
   const int warp = static_cast<int>(threadIdx.x) / kWarp, lane = static_cast<int>(threadIdx.x) % kWarp;
   const int g = lane / 4, t = lane % 4;
   const std::int64_t bh = blockIdx.y, b = bh / n.H, h = bh % n.H;
@@ -178,11 +166,9 @@ __global__ void __launch_bounds__(kThreads)
   rows_as_a<D>(vf, g_tiles, p.values(bh), j0, n.Tk - j0);
   const float neg_inf = -INFINITY;
   float dk_acc[D / 8][4] = {}, dv_acc[D / 8][4] = {};  // [8 of D][keys g (0, 1) and g + 8 (2, 3)]
-  // The query tile at i0 into a stage: Q and dO by cp.async, lse and D by plain loads (they are read after the
-  // barrier that follows the stage's wait, as the copies are).
-  const auto stage_queries = [&](std::int64_t i0, int stage) {
-    stage_rows_async<D>(copies, q_tiles + stage * kRows * kStride, q, i0, n.Tq - i0);
-    stage_rows_async<D>(copies, g_tiles + stage * kRows * kStride, g_out, i0, n.Tq - i0);
+  // lse and D of the query tile at i0 into a stage, by plain loads, before the copies of its Q and dO start: they are
+  // read after the barrier that follows the stage's wait, as the copies are.
+  const auto stage_scalars = [&](std::int64_t i0, std::int64_t stage) {
     for (int e = static_cast<int>(threadIdx.x); e < kRows; e += kThreads) {
       const bool in = i0 + e < n.Tq;
       lse_tiles[stage * kRows + e] = in ? lse[bh * n.Tq + i0 + e] : neg_inf;
@@ -191,18 +177,16 @@ __global__ void __launch_bounds__(kThreads)
   };
   // Causal: the queries before j0 (a multiple of 64) see none of these keys.
   const std::int64_t first = p.mask.causal ? j0 : 0;
+  TileStages<D> queries{{q_tiles, g_tiles}, {q, g_out}, n.Tq, n.Tq, {}};
   __syncthreads();  // every warp has its fragments of stage 0 before the first copies overwrite it
-  if (first < n.Tq) stage_queries(first, 0);
-  copies.commit();
+  if (first < n.Tq) stage_scalars(first, 0);
+  queries.start(first);
   for (std::int64_t i0 = first, stage = 0; i0 < n.Tq; i0 += kRows, stage ^= 1) {
-    const bfloat16* q_tile = q_tiles + stage * kRows * kStride;
-    const bfloat16* g_tile = g_tiles + stage * kRows * kStride;
+    if (i0 + kRows < n.Tq) stage_scalars(i0 + kRows, stage ^ 1);
+    queries.next(i0, stage);
+    const bfloat16 *q_tile = queries.tile(0, stage), *g_tile = queries.tile(1, stage);
     const float* lse_tile = lse_tiles + stage * kRows;
     const float* dot_tile = dot_tiles + stage * kRows;
-    if (i0 + kRows < n.Tq) stage_queries(i0 + kRows, static_cast<int>(stage ^ 1));
-    copies.commit();
-    copies.template wait<1>();                            // this tile's copies, this thread's
-    __syncthreads();                                      // and everyone's
     float st[kRows / 8][4] = {}, dpt[kRows / 8][4] = {};  // S^T = K Q^T and V dO^T: [8 queries][keys g, g + 8]
     times_rows<D>(st, kf, q_tile, dpt, vf, g_tile);
     STEPFORMER_UNROLL
