@@ -33,6 +33,10 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--max"))
       max = std::atoll(argv[i + 1]);
   }
+  if (argc % 2 == 0 || max < 1) {  // --max 0 would double the square sizes from 0 forever
+    fmt::print(stderr, "usage: cuda_gemm_bench [--device cuda|cuda-sim] [--max N], N >= 1\n");
+    return 2;
+  }
   const Device dev = parse_device(device);
   const auto gemm_version = ladders::kernels_of(dev).gemm;
   struct Shape3 {
