@@ -84,11 +84,13 @@ __device__ inline void store_rows(bfloat16* x, std::int64_t first, std::int64_t 
                                   const float (&acc)[D / 8][4], float low, float high) {
   const int lane = static_cast<int>(threadIdx.x) % kWarp, g = lane / 4, t = lane % 4;
   STEPFORMER_UNROLL
-  for (int d = 0; d < D / 8; ++d) STEPFORMER_UNROLL
-  for (int r = 0; r < 2; ++r) {
-    bfloat16* row = band + (g + 8 * r) * (D + 8) + 8 * d + 2 * t;
-    row[0] = bfloat16(acc[d][2 * r] * (r == 0 ? low : high));
-    row[1] = bfloat16(acc[d][2 * r + 1] * (r == 0 ? low : high));
+  for (int d = 0; d < D / 8; ++d) {
+    STEPFORMER_UNROLL
+    for (int r = 0; r < 2; ++r) {
+      bfloat16* row = band + (g + 8 * r) * (D + 8) + 8 * d + 2 * t;
+      row[0] = bfloat16(acc[d][2 * r] * (r == 0 ? low : high));
+      row[1] = bfloat16(acc[d][2 * r + 1] * (r == 0 ? low : high));
+    }
   }
   __syncwarp();
   constexpr int kPieces = D / 8;  // 16 bytes each
@@ -99,7 +101,8 @@ __device__ inline void store_rows(bfloat16* x, std::int64_t first, std::int64_t 
   }
   __syncwarp();  // every lane has read the band before it is written again
 }
-// Every head starts on 16 bytes (the rows are D >= 16 bfloat16s): so do the 16-byte copies of stage_rows.
+// Every head starts on 16 bytes (the rows are D >= 16 bfloat16s): so do the 16-byte copies of stage_rows,
+// stage_rows_async and store_rows.
 inline bool aligned16(const TensorDesc& t) {
   return reinterpret_cast<std::uintptr_t>(t.data) % 16 == 0 && t.strides[0] % 8 == 0 && t.strides[1] % 8 == 0;
 }
