@@ -17,6 +17,17 @@ Backend& cuda_backend();  // backends/cuda compiled by nvcc; throws DeviceError 
 #endif
 Backend& reference_backend();  // backends/reference: always built
 
+namespace {
+[[noreturn]] void no_graphs(const Backend& b) {
+  throw DeviceError(fmt::format("{}: graphs record CUDA kernels; make this device's work on cuda or cuda-sim",
+                                device_name(b.device())));
+}
+}  // namespace
+std::uint64_t Backend::begin_graph() { no_graphs(*this); }
+void Backend::end_graph(std::uint64_t) { no_graphs(*this); }
+void Backend::replay_graph(std::uint64_t) { no_graphs(*this); }
+void Backend::release_graph(std::uint64_t) { no_graphs(*this); }
+
 Backend& backend_for(Device device) {
   if (device.index == 0) switch (device.type) {
       case DeviceType::cpu: return cpu_backend();

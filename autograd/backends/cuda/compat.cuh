@@ -32,10 +32,13 @@ inline std::atomic<std::size_t> launches{0};
   } while (0)
 
 namespace stepformer::STEPFORMER_CUDA_NS {
+// The stream launches go to: the legacy default stream (0), or while a graph is recorded the stream being captured
+// (memory.cu's begin_graph; the default stream cannot be captured).
+inline cudaStream_t launch_stream = nullptr;
 template <class... Params, class... Args>
 void launch(void (*kernel)(Params...), dim3 grid, dim3 block, std::size_t shared_bytes, Args... args) {
-  ++launches;
-  kernel<<<grid, block, shared_bytes>>>(args...);
+  if (launch_stream == nullptr) ++launches;  // a captured kernel is queued by the graph's replay (one launch)
+  kernel<<<grid, block, shared_bytes, launch_stream>>>(args...);
   STEPFORMER_CUDA_CHECK(cudaGetLastError());
 }
 // The next launch's floating-point operations, for cuda-sim's profiler (a GPU profiler counts them itself).
@@ -124,14 +127,25 @@ inline bool has_bf16_tensor_cores() {
 #else
 #include <math.h>
 
+#include <functional>
+#include <vector>
+
 #include "cudasim/cudasim.h"
 #include "cudasim/profile.h"
 
 namespace stepformer::STEPFORMER_CUDA_NS {
 using cudasim::dim3;
 using cudasim::profile::next_launch_flops;
+// While a graph is recorded (memory.cu's begin_graph), its list of launches: each launch is kept there, with copies
+// of its arguments, instead of run.
+inline std::vector<std::function<void()>>* recording = nullptr;
 template <class... Params, class... Args>
 void launch(void (*kernel)(Params...), dim3 grid, dim3 block, std::size_t shared_bytes, Args... args) {
+  if (recording) {  // queued by the graph's replay (one launch); the profiler's FLOPs are not kept for it
+    next_launch_flops(0);
+    recording->push_back([=] { cudasim::launch(kernel, grid, block, shared_bytes, static_cast<Params>(args)...); });
+    return;
+  }
   ++launches;
   cudasim::launch(kernel, grid, block, shared_bytes, static_cast<Params>(args)...);
 }

@@ -4,6 +4,8 @@
 // by nvcc as the `cuda` device and by g++ against cuda-sim as the `cuda-sim` device (compat.cuh).
 #include <atomic>
 #include <cstddef>
+#include <cstdint>
+#include <memory>
 #include <mutex>
 #include <unordered_map>
 #include <vector>
@@ -21,6 +23,12 @@ class CudaBackend final : public Backend {
   std::size_t host_waits() const override { return host_waits_.load(); }
   std::size_t kernel_launches() const override;  // memory.cu
   std::size_t driver_allocations() const override { return driver_allocations_.load(); }
+  // graph.cu: recording (a kernel list on cuda-sim, stream capture on a GPU) and replaying; the graph's own memory
+  // (memory.cu) and index checks (checks.cu) are kept here.
+  std::uint64_t begin_graph() override;
+  void end_graph(std::uint64_t id) override;
+  void replay_graph(std::uint64_t id) override;
+  void release_graph(std::uint64_t id) override;
   // optim.cu: one launch per 16 parameters, the tensors' addresses passed in the launch's arguments.
   void adam_update_many(const std::vector<AdamTensors>& group, const AdamConfig& cfg) override;
 
@@ -44,8 +52,16 @@ class CudaBackend final : public Backend {
                      std::int64_t allowed, const DescribeBadIndex& describe);
 
  private:
+  struct Graph;  // graph.cu
+
   void report_bad_indices();  // checks.cu: reads the checks not yet read; throws for the first that found one
   void take_pending_checks(std::vector<DescribeBadIndex>& checks, std::vector<long long>& found);  // checks_mutex_ held
+  void settle_checks(
+      const long long* slots);  // checks.cu: reads the pending checks in `slots` now (checks_mutex_ held)
+  void check_indices_in_graph(Graph& graph, const std::int64_t* ids, std::int64_t n, std::int64_t limit,
+                              bool has_allowed, std::int64_t allowed, const DescribeBadIndex& describe);
+  void refuse_copy_while_recording(const char* direction) const;  // memory.cu
+  void free_block(void* ptr, std::size_t size);                   // memory.cu: to the cache (cache_mutex_ held)
   void read_device(void* host_dst, const void* src,
                    std::size_t bytes);         // memory.cu: a copy, neither counted nor checked
   void* allocate_for_life(std::size_t bytes);  // memory.cu: device memory never freed, outside bytes_in_use
@@ -57,10 +73,20 @@ class CudaBackend final : public Backend {
   // cuda-sim frees at once, but counts the cudaMalloc calls the cache above would make: size -> blocks it would keep.
   std::unordered_map<std::size_t, std::size_t> kept_sizes_;
   std::atomic<std::size_t> driver_allocations_{0};
+  // Graphs (graph.cu): the one being recorded (0: none), and which graph owns each block allocated while recording.
+  std::unordered_map<std::uint64_t, std::unique_ptr<Graph>> graphs_;
+  std::uint64_t recording_ = 0, last_graph_ = 0;
+  std::unordered_map<void*, std::uint64_t> graph_blocks_;
   std::mutex checks_mutex_;
-  std::vector<DescribeBadIndex> pending_;  // the checks queued and not yet read, in order
-  long long* slots_ = nullptr;             // checks.cu's ring: {first bad position, its value} per check
-  std::size_t first_pending_ = 0;          // the slot of pending_[0]; pending_[i] owns slot first_pending_ + i
+  // The checks queued and not yet read, in order, in runs of consecutive slots (the ring's, or a graph's).
+  struct PendingChecks {
+    const long long* slots;  // {first bad position, its value} per check; null once read into `found`
+    std::vector<DescribeBadIndex> describe;
+    std::vector<long long> found;
+  };
+  std::vector<PendingChecks> pending_;
+  long long* slots_ = nullptr;  // checks.cu's ring: {first bad position, its value} per check
+  std::size_t ring_used_ = 0;   // slots of the ring used since it was last reset
 };
 
 CudaBackend& backend();  // the one instance (memory.cu)

@@ -9,6 +9,7 @@
 #include "autograd/backend.h"
 #include "compat.cuh"
 #include "cuda_backend.h"
+#include "graph.cuh"
 
 namespace stepformer::STEPFORMER_CUDA_NS {
 
@@ -38,6 +39,7 @@ void* CudaBackend::allocate(std::size_t bytes) {
       void* p = it->second.back();
       it->second.pop_back();
       bytes_in_use_ += size;
+      if (recording_) graph_blocks_[p] = recording_;
       return p;
     }
   }
@@ -57,18 +59,18 @@ void* CudaBackend::allocate(std::size_t bytes) {
     }
   }
   bytes_in_use_ += size;
+  std::lock_guard<std::mutex> lock(cache_mutex_);
+  if (recording_) graph_blocks_[p] = recording_;
   return p;
 }
 
-void CudaBackend::deallocate(void* ptr, std::size_t bytes) {
-  if (ptr == nullptr) return;
-  const std::size_t size = rounded(bytes == 0 ? 1 : bytes);
-  std::lock_guard<std::mutex> lock(cache_mutex_);
+void CudaBackend::free_block(void* ptr, std::size_t size) {
   cache_[size].push_back(ptr);
   bytes_in_use_ -= size;
 }
 
 void CudaBackend::copy_from_host(void* dst, const void* host_src, std::size_t bytes) {
+  refuse_copy_while_recording("from the host");
   ++host_waits_;
   STEPFORMER_CUDA_CHECK(cudaMemcpy(dst, host_src, bytes, cudaMemcpyHostToDevice));
 }
@@ -111,20 +113,19 @@ void* CudaBackend::allocate(std::size_t bytes) {
       --it->second;  // the GPU's cache would hand out a kept block
     else
       ++driver_allocations_;
+    if (recording_) graph_blocks_[p] = recording_;
   }
   return p;
 }
 
-void CudaBackend::deallocate(void* ptr, std::size_t bytes) {
-  if (ptr == nullptr) return;
+void CudaBackend::free_block(void* ptr, std::size_t size) {
   cudasim::device_free(ptr);
-  const std::size_t size = rounded(bytes == 0 ? 1 : bytes);
   bytes_in_use_ -= size;
-  std::lock_guard<std::mutex> lock(cache_mutex_);
   ++kept_sizes_[size];
 }
 
 void CudaBackend::copy_from_host(void* dst, const void* host_src, std::size_t bytes) {
+  refuse_copy_while_recording("from the host");
   ++host_waits_;
   cudasim::copy_to_device(dst, host_src, bytes);
 }
@@ -145,9 +146,30 @@ CudaBackend& backend() {
 
 #endif
 
+// A block a graph allocated stays the graph's after its tensor dies (graph.cu releases it).
+void CudaBackend::deallocate(void* ptr, std::size_t bytes) {
+  if (ptr == nullptr) return;
+  const std::size_t size = rounded(bytes == 0 ? 1 : bytes);
+  std::lock_guard<std::mutex> lock(cache_mutex_);
+  if (auto owner = graph_blocks_.find(ptr); owner != graph_blocks_.end()) {
+    graphs_.at(owner->second)->unheld.emplace_back(ptr, size);
+    graph_blocks_.erase(owner);
+    return;
+  }
+  free_block(ptr, size);
+}
+
+void CudaBackend::refuse_copy_while_recording(const char* direction) const {
+  if (recording_)
+    throw DeviceError(std::string(device_type_name(device().type)) + ": a copy " + direction +
+                      " while a graph is recorded (DeviceGraph): a replay runs without the host, so a recorded "
+                      "function reads no values back and sends none; fill its inputs before replay() instead");
+}
+
 // The checks queued since the last copy (checks.cu) are read first, in the same wait: the copy after them finds
 // nothing queued to wait for.
 void CudaBackend::copy_to_host(void* host_dst, const void* src, std::size_t bytes) {
+  refuse_copy_while_recording("to the host");
   ++host_waits_;
   report_bad_indices();
   read_device(host_dst, src, bytes);

@@ -5,6 +5,7 @@
 #include "autograd/backend.h"
 #include "autograd/bfloat16.h"
 #include "autograd/device.h"
+#include "autograd/device_graph.h"
 #include "autograd/dtype.h"
 #include "autograd/engine.h"
 #include "autograd/errors.h"

@@ -129,6 +129,17 @@ class Backend {
   // the host wait for the device as a copy does. Zero where there is no such cache.
   virtual std::size_t driver_allocations() const { return 0; }
 
+  // --- graphs (CUDA graphs) -------------------------------------------------------------------------
+  // Between begin_graph and end_graph the kernels this device is given are recorded into graph `id`, not run, and
+  // the memory allocated is the graph's own until release_graph (a replay writes it again, so no other allocation
+  // may be handed it, even after its tensor dies). A copy between host and device while recording throws
+  // DeviceError: a replay runs without the host. replay_graph queues the recorded kernels again, in order, on the
+  // same memory, as one launch. The defaults throw DeviceError: only the CUDA devices record.
+  virtual std::uint64_t begin_graph();
+  virtual void end_graph(std::uint64_t id);
+  virtual void replay_graph(std::uint64_t id);
+  virtual void release_graph(std::uint64_t id);
+
   // --- elementwise --------------------------------------------------------------------------------
   virtual void fill(const TensorDesc& out, double value) = 0;
   virtual void unary(UnaryOp op, const TensorDesc& out, const TensorDesc& in, double alpha) = 0;
