@@ -352,3 +352,37 @@ TEST_CASE("on cuda-sim generating asks the driver for no memory after the first 
   // are new, nothing is.
   CHECK(after.back() == after.front());
 }
+
+// A decode step can be queued as one graph only if it makes no copy between host and device (DeviceGraph refuses
+// one): the step recorded at a position and replayed gives that position's logits, in float32 and under bfloat16
+// autocast, as the step run eagerly from the same cache does. (Replayed, it redoes the same position: docs/09_cuda.md,
+// "Graphs".)
+TEST_CASE("on cuda-sim the cached decode step records as a graph whose replay gives the eager step's logits",
+          "[ch12][cpu-only]") {
+  const Device sim{DeviceType::cuda_sim, 0};
+  for (const DType precision : {DType::float32, DType::bfloat16}) {
+    DYNAMIC_SECTION(dtype_name(precision)) {
+      Generator gen(10);
+      LanguageModel model(tiny("llama"), gen);
+      model.to(sim);
+      model.eval();
+      const NoGradGuard no_grad;
+      const AutocastGuard autocast(precision, precision == DType::bfloat16);
+      const Tensor prompt = from_vector(std::vector<std::int64_t>{1, 4, 7}, {1, 3}, {DType::int64, sim});
+      const Tensor feed = from_vector(std::vector<std::int64_t>{9}, {1, 1}, {DType::int64, sim});
+      const auto step_after_prompt = [&](KVCache& cache) {
+        (void)model(prompt, &cache);
+        (void)model(feed, &cache);  // one eager token first, as before any recording
+      };
+      KVCache eager_cache = model.make_cache(6), graph_cache = model.make_cache(6);
+      step_after_prompt(eager_cache);
+      const Tensor want = model(feed, &eager_cache).cpu();
+      step_after_prompt(graph_cache);
+      Tensor logits;
+      DeviceGraph graph(sim, [&] { logits = model(feed, &graph_cache); });
+      CHECK(graph_cache.length() == 5);
+      graph.replay();
+      CHECK(close(logits.cpu(), want, 0, 0));
+    }
+  }
+}
