@@ -99,7 +99,8 @@ void CudaBackend::check_indices(const std::int64_t* ids, std::int64_t n, std::in
     long long* slot = slots_ + 2 * ring_used_++;
     launch(find_bad_ids_kernel, blocks_for(n, 256), 256u, 0, ids, n, limit, has_allowed, allowed, slot);
     launch(record_bad_value_kernel, 1u, 1u, 0, ids, slot);
-    if (!pending_.empty() && pending_.back().slots + 2 * pending_.back().describe.size() == slot)
+    const bool ring_run = !pending_.empty() && pending_.back().slots >= slots_ && pending_.back().slots < slot;
+    if (ring_run && pending_.back().slots + 2 * pending_.back().describe.size() == slot)  // one copy reads the run
       pending_.back().describe.push_back(describe);
     else
       pending_.push_back({slot, {describe}, {}});
