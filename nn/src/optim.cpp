@@ -149,20 +149,19 @@ void Adam::step() {
 Tensor clip_grad_norm_(const std::vector<Tensor>& params, double max_norm) {
   if (!(max_norm > 0)) throw ValueError(fmt::format("clip_grad_norm_: max_norm must be positive, got {}", max_norm));
   NoGradGuard no_grad;
-  // Each gradient's squares summed in its own dtype, then added in double: the sums of one dtype are stacked and
-  // converted together (one conversion per dtype, not per parameter: kernel launches on a GPU, docs/09).
-  std::vector<std::pair<DType, std::vector<Tensor>>> squares;
+  // The squares of each gradient summed (one kernel for many on a GPU: sum_of_squares), then their total, in float64.
+  std::vector<std::pair<DType, std::vector<Tensor>>> grads;  // by dtype, in the order the parameters come
   for (const Tensor& p : params) {
     if (!p.grad().defined()) continue;
     const DType dtype = p.grad().dtype();
-    auto group = std::find_if(squares.begin(), squares.end(), [&](const auto& s) { return s.first == dtype; });
-    if (group == squares.end()) group = squares.insert(squares.end(), {dtype, {}});
-    group->second.push_back(sum(p.grad() * p.grad()));
+    auto group = std::find_if(grads.begin(), grads.end(), [&](const auto& g) { return g.first == dtype; });
+    if (group == grads.end()) group = grads.insert(grads.end(), {dtype, {}});
+    group->second.push_back(p.grad());
   }
-  if (squares.empty()) return scalar(0.0, {DType::float64, params.empty() ? default_device() : params[0].device()});
-  std::vector<Tensor> in_double;
-  for (const auto& [dtype, sums] : squares) in_double.push_back(stack(sums, 0).to(DType::float64));
-  const Tensor total = sqrt(sum(in_double.size() == 1 ? in_double[0] : cat(in_double, 0)));
+  if (grads.empty()) return scalar(0.0, {DType::float64, params.empty() ? default_device() : params[0].device()});
+  std::vector<Tensor> squares;
+  for (const auto& [dtype, group] : grads) squares.push_back(sum_of_squares(group));
+  const Tensor total = sqrt(sum(squares.size() == 1 ? squares[0] : cat(squares, 0)));
   // Computed on the device and never read back (as PyTorch does): min(1, max_norm / (total + 1e-6)) scales
   // every gradient, by exactly 1 when the norm is within max_norm, and the host never waits for the norm.
   const Tensor coef = max_norm / (total + 1e-6);

@@ -537,6 +537,24 @@ std::vector<Case> cases() {
         b.adam_update_many(group, cfg);
         return out;
       });
+      // 21 tensors: one of three chunks on CUDA (9,000 values), then 0 to n values; more than one launch's 16. A
+      // backend without the kernel (false) is held to the op's sum(x * x) of each, which the reference computes.
+      add(
+          "sum_squares_many", "21 tensors, 9000 values and up to" + size, dt,
+          [=](Device dev, Backend& b) {
+            std::vector<Tensor> xs{input(dev, {9000}, 120, dt)};
+            for (std::uint64_t i = 0; i < 20; ++i)
+              xs.push_back(input(dev, {n * static_cast<std::int64_t>(i) / 19}, 121 + i, dt, -3, 3));
+            std::vector<TensorDesc> descs;
+            for (const Tensor& x : xs) descs.push_back(x.desc());
+            Tensor out = sentinel(dev, {21}, DType::float64);
+            if (!b.sum_squares_many(out.desc(), descs)) {
+              const NoGradGuard no_grad;
+              copy_(out, sum_of_squares(xs));
+            }
+            return std::vector<Tensor>{out};
+          },
+          10);
     }
     // --- GEMM: odd M, N, K; transposed operands; a broadcast batch; alpha and beta --------------------
     const std::int64_t shapes[][3] = {{1, 7, 33}, {7, 65, 1}, {33, 33, 257}, {65, 7, 33}, {257, 1, 7}, {33, 257, 65}};

@@ -278,6 +278,24 @@ TEST_CASE("adam_update_ over many parameters gives the bits of one adam_update_ 
   REQUIRE_THROWS_WITH_ALL(adam_update_(short_list, g, m, v, cfg), ValueError, "2 params, 37 grads");
 }
 
+// clip_grad_norm_'s sums (Backend::sum_squares_many; on CUDA two launches per 16 tensors): each tensor's sum(x * x)
+// in float64, also for an empty tensor, tensors of mixed dtypes (summed one by one) and a view.
+TEST_CASE("sum_of_squares gives each tensor's sum of squares", "[ch00][values]") {
+  const Tensor a = from_vector(std::vector<double>{3, 4}, {2});
+  const Tensor b = from_vector(std::vector<double>{1, 2, 2, 0}, {2, 2}, {DType::float64});
+  const Tensor squares = sum_of_squares({a, zeros({0}), transpose(b, 0, 1), narrow(a, 0, 1, 1)});
+  CHECK(squares.dtype() == DType::float64);
+  CHECK(squares.to_vector<double>() == std::vector<double>{25, 0, 9, 16});
+  Generator gen(6);
+  std::vector<Tensor> many;
+  for (int i = 0; i < 19; ++i) many.push_back(uniform({(i * 613) % 5000}, -2, 2, gen));
+  const std::vector<double> sums = sum_of_squares(many).to_vector<double>();
+  for (std::size_t i = 0; i < many.size(); ++i)
+    CHECK(sums[i] == Catch::Approx(sum(many[i] * many[i]).item()).epsilon(1e-6));
+  REQUIRE_THROWS_WITH_ALL(sum_of_squares({}), ValueError, "sum_of_squares", "at least one");
+  REQUIRE_THROWS_AS(sum_of_squares({ones({2}, {DType::int64})}), DTypeError);
+}
+
 TEST_CASE("in-place helpers: fill_, copy_ with broadcast and cast, add_, mul_", "[ch00][values]") {
   Tensor a = zeros({2, 3});
   copy_(a, f64({1, 2, 3}, {3}));

@@ -151,4 +151,69 @@ void CudaBackend::reduce(ReduceOp op, const TensorDesc& out, const TensorDesc& i
   });
 }
 
+// clip_grad_norm_'s sums of squares, 16 tensors a launch (their addresses in the arguments, as adam_update_many's):
+// each block squares and adds one chunk of 4,096 elements of one tensor in float64, then one warp per tensor adds
+// its chunks' partial sums in chunk order. The chunks are fixed by the sizes, so the sums are the same on every run.
+namespace {
+constexpr int kSquaresGroup = 16;
+constexpr std::int64_t kSquaresChunk = 4096;
+template <class T>
+struct SquaresGroup {
+  const T* x[kSquaresGroup];
+  std::int64_t n[kSquaresGroup];
+  std::int64_t first_chunk[kSquaresGroup + 1];  // tensor t owns chunks [first_chunk[t], first_chunk[t + 1])
+  int count;
+};
+
+template <class T>
+__global__ void squares_chunk_kernel(SquaresGroup<T> g, double* partials) {
+  const auto chunk = static_cast<std::int64_t>(blockIdx.x);
+  int t = 0;
+  while (g.first_chunk[t + 1] <= chunk) ++t;
+  const std::int64_t begin = (chunk - g.first_chunk[t]) * kSquaresChunk;
+  const std::int64_t end = begin + kSquaresChunk < g.n[t] ? begin + kSquaresChunk : g.n[t];
+  double s = 0;
+  for (std::int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
+    const double v = static_cast<double>(g.x[t][i]);
+    s += v * v;
+  }
+  s = block_reduce(s, Sum{}, 0.0);
+  if (threadIdx.x == 0) partials[chunk] = s;
+}
+
+template <class T>
+__global__ void squares_total_kernel(SquaresGroup<T> g, const double* partials, double* out) {
+  const int t = static_cast<int>(blockIdx.x);
+  double s = 0;
+  for (std::int64_t c = g.first_chunk[t] + threadIdx.x; c < g.first_chunk[t + 1]; c += kWarp) s += partials[c];
+  s = warp_reduce(s, Sum{});
+  if (threadIdx.x == 0) out[t] = s;
+}
+}  // namespace
+
+bool CudaBackend::sum_squares_many(const TensorDesc& out, const std::vector<TensorDesc>& tensors) {
+  if (tensors.empty()) return true;
+  dispatch_operands(tensors[0].dtype, "sum_squares_many", [&](auto z) {
+    using T = decltype(z);
+    for (std::size_t first = 0; first < tensors.size(); first += kSquaresGroup) {
+      SquaresGroup<T> g{};
+      g.count = static_cast<int>(std::min<std::size_t>(kSquaresGroup, tensors.size() - first));
+      for (int t = 0; t < g.count; ++t) {
+        const TensorDesc& d = tensors[first + static_cast<std::size_t>(t)];
+        g.x[t] = static_cast<const T*>(d.data);
+        g.n[t] = d.numel();
+        g.first_chunk[t + 1] = g.first_chunk[t] + (g.n[t] + kSquaresChunk - 1) / kSquaresChunk;
+      }
+      const std::int64_t chunks = g.first_chunk[g.count];
+      const std::size_t bytes = static_cast<std::size_t>(std::max<std::int64_t>(chunks, 1)) * sizeof(double);
+      auto* partials = static_cast<double*>(allocate(bytes));
+      if (chunks > 0) launch(squares_chunk_kernel<T>, static_cast<unsigned>(chunks), 256u, 0, g, partials);
+      launch(squares_total_kernel<T>, static_cast<unsigned>(g.count), static_cast<unsigned>(kWarp), 0, g,
+             static_cast<const double*>(partials), static_cast<double*>(out.data) + first);
+      deallocate(partials, bytes);  // the cache hands it out only to work queued after ours
+    }
+  });
+  return true;
+}
+
 }  // namespace stepformer::STEPFORMER_CUDA_NS

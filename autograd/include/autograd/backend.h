@@ -248,6 +248,14 @@ class Backend {
   virtual void adam_update_many(const std::vector<AdamTensors>& group, const AdamConfig& cfg) {
     for (const AdamTensors& t : group) adam_update(t.param, t.grad, t.m, t.v, cfg);
   }
+  // out[i] = the sum of the squares of tensors[i]'s elements, added in float64 (clip_grad_norm_'s sums: PyTorch's
+  // foreach norm), for contiguous tensors of one floating dtype; out is a contiguous float64 [tensors.size()].
+  // Returns false, having done nothing, where the backend has no such kernel: the op then takes sum(x * x) of each.
+  // The CUDA backend launches twice per 16 tensors where that takes two or three launches per tensor.
+  virtual bool sum_squares_many(const TensorDesc& out, const std::vector<TensorDesc>& tensors) {
+    (void)out, (void)tensors;
+    return false;
+  }
 };
 
 // The overrides of every kernel above, declared once for all backends: a backend's class names

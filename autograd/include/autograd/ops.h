@@ -62,6 +62,10 @@ Tensor mean(const Tensor& a, const std::vector<std::int64_t>& dims = {}, bool ke
 Tensor max(const Tensor& a, const std::vector<std::int64_t>& dims = {}, bool keepdim = false);
 // Sums broadcast dimensions away so that `g` gets `shape` (the backward of broadcasting).
 Tensor sum_to(const Tensor& g, const Shape& shape);
+// float64 [n]: the sum of the squares of each of n floating tensors of one device, each as sum(x * x) in its dtype
+// (PyTorch's foreach norm, squared; clip_grad_norm_). Not differentiable. Where the backend sums many tensors in one
+// kernel (Backend::sum_squares_many) it does, adding in float64.
+Tensor sum_of_squares(const std::vector<Tensor>& tensors);
 
 // --- views and copies (ops/view.cpp) -----------------------------------------------------------------
 // view: no copy; throws ShapeError when the strides make that impossible. reshape: a view when

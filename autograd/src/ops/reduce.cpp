@@ -106,4 +106,27 @@ Tensor sum_to(const Tensor& g, const Shape& shape) {
   // END EXERCISE
 }
 
+Tensor sum_of_squares(const std::vector<Tensor>& tensors) {
+  if (tensors.empty()) throw ValueError("sum_of_squares: needs at least one tensor");
+  for (const Tensor& t : tensors) {
+    check_operands("sum_of_squares", {&tensors[0], &t}, false);
+    detail::check_floating("sum_of_squares", t);
+  }
+  const NoGradGuard no_grad;
+  const auto n = static_cast<std::int64_t>(tensors.size());
+  Tensor out = empty({n}, {DType::float64, tensors[0].device()});
+  std::vector<Tensor> kept;  // contiguous, alive until the kernels have read them
+  std::vector<TensorDesc> descs;
+  for (const Tensor& t : tensors) {
+    kept.push_back(contiguous(t));
+    descs.push_back(kept.back().desc());
+  }
+  const bool one_dtype =
+      std::all_of(tensors.begin(), tensors.end(), [&](const Tensor& t) { return t.dtype() == tensors[0].dtype(); });
+  if (one_dtype && out.backend().sum_squares_many(out.desc(), descs)) return out;
+  std::vector<Tensor> sums;
+  for (const Tensor& t : tensors) sums.push_back(sum(t * t).to(DType::float64));
+  return stack(sums, 0);
+}
+
 }  // namespace stepformer
