@@ -167,14 +167,7 @@ Tensor clip_grad_norm_(const std::vector<Tensor>& params, double max_norm) {
   const Tensor coef = max_norm / (total + 1e-6);
   const Tensor one = scalar(1.0, {DType::float64, coef.device()});
   const Tensor clipped = where(lt(coef, one), coef, one);
-  std::vector<std::pair<DType, Tensor>> factors;  // clipped in each gradient dtype, converted once
-  for (const Tensor& p : params) {
-    if (!p.grad().defined()) continue;
-    Tensor g = p.grad();
-    auto factor = std::find_if(factors.begin(), factors.end(), [&](const auto& f) { return f.first == g.dtype(); });
-    if (factor == factors.end()) factor = factors.insert(factors.end(), {g.dtype(), clipped.to(g.dtype())});
-    mul_(g, factor->second);
-  }
+  for (auto& [dtype, group] : grads) mul_(group, clipped.to(dtype));  // in place: the handles share p.grad()'s memory
   return total;
 }
 

@@ -555,6 +555,23 @@ std::vector<Case> cases() {
             return std::vector<Tensor>{out};
           },
           10);
+      // The same 21 tensors times one value in place: mul_ on each where the backend has no such kernel.
+      add(
+          "scale_many", "21 tensors, 9000 values and up to" + size + ", in place", dt,
+          [=](Device dev, Backend& b) {
+            std::vector<Tensor> xs{input(dev, {9000}, 130, dt)};
+            for (std::uint64_t i = 0; i < 20; ++i)
+              xs.push_back(input(dev, {n * static_cast<std::int64_t>(i) / 19}, 131 + i, dt, -3, 3));
+            std::vector<TensorDesc> descs;
+            for (const Tensor& x : xs) descs.push_back(x.desc());
+            const Tensor factor = input(dev, {1}, 151, dt);
+            if (!b.scale_many(descs, factor.desc())) {
+              const NoGradGuard no_grad;
+              for (Tensor& x : xs) mul_(x, factor);
+            }
+            return xs;
+          },
+          1, true);
     }
     // --- GEMM: odd M, N, K; transposed operands; a broadcast batch; alpha and beta --------------------
     const std::int64_t shapes[][3] = {{1, 7, 33}, {7, 65, 1}, {33, 33, 257}, {65, 7, 33}, {257, 1, 7}, {33, 257, 65}};

@@ -278,6 +278,28 @@ TEST_CASE("adam_update_ over many parameters gives the bits of one adam_update_ 
   REQUIRE_THROWS_WITH_ALL(adam_update_(short_list, g, m, v, cfg), ValueError, "2 params, 37 grads");
 }
 
+// clip_grad_norm_'s scaling (Backend::scale_many; on CUDA a launch per 16 tensors): the bits of mul_ on each, and
+// each tensor's version bumped as mul_ bumps it (a backward that saved one would otherwise read it changed unseen).
+TEST_CASE("mul_ over many tensors gives the bits of mul_ on each and bumps each version", "[ch00][values]") {
+  const NoGradGuard no_grad;
+  Generator gen(7);
+  std::vector<Tensor> many, one_by_one;
+  for (int i = 0; i < 19; ++i) {
+    many.push_back(uniform({(i * 613) % 5000}, -2, 2, gen));
+    one_by_one.push_back(contiguous(many.back() * 1.0));
+  }
+  const Tensor factor = uniform({1}, 0, 1, gen);
+  const std::uint64_t version = many[7].version();
+  mul_(many, factor);
+  for (std::size_t i = 0; i < many.size(); ++i) {
+    mul_(one_by_one[i], factor);
+    CHECK(close(many[i], one_by_one[i], 0, 0));
+  }
+  CHECK(many[7].version() == version + 1);
+  std::vector<Tensor> two{zeros({2}), zeros({2})};
+  REQUIRE_THROWS_WITH_ALL(mul_(two, ones({2})), ShapeError, "mul_", "one value");
+}
+
 // clip_grad_norm_'s sums (Backend::sum_squares_many; on CUDA two launches per 16 tensors): each tensor's sum(x * x)
 // in float64, also for an empty tensor, tensors of mixed dtypes (summed one by one) and a view.
 TEST_CASE("sum_of_squares gives each tensor's sum of squares", "[ch00][values]") {

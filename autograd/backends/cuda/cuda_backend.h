@@ -33,6 +33,8 @@ class CudaBackend final : public Backend {
   void adam_update_many(const std::vector<AdamTensors>& group, const AdamConfig& cfg) override;
   // reduce.cu: per 16 tensors, a block per chunk of 4,096 elements, then a warp per tensor adds its chunks in order.
   bool sum_squares_many(const TensorDesc& out, const std::vector<TensorDesc>& tensors) override;
+  // optim.cu: one launch per 16 tensors, as adam_update_many.
+  bool scale_many(const std::vector<TensorDesc>& tensors, const TensorDesc& factor) override;
 
   // transpose.cu: a copy into a contiguous `out` from an `in` whose last two dimensions are swapped in
   // memory, through shared-memory tiles; false (nothing done) for any other layout.

@@ -6,6 +6,7 @@
 // same for up to 16 parameters in one launch (as PyTorch's multi_tensor_apply does for its foreach Adam): their
 // addresses and sizes travel in the kernel's arguments, one row of blocks (blockIdx.y) per parameter, so a step
 // launches once per 16 parameters instead of once per parameter, with no table to copy to the device first.
+// scale_many (clip_grad_norm_'s scaling) launches the same way.
 #include <algorithm>
 
 #include "cuda_backend.h"
@@ -37,7 +38,42 @@ __global__ void adam_group_kernel(AdamGroup<T> group, AdamStep s) {
     adam_element(group.p[t][i], group.g[t][i], group.m[t][i], group.v[t][i], s);
 }
 
+template <class T>
+struct ScaleGroup {
+  T* x[kGroup];
+  std::int64_t n[kGroup];
+};
+
+template <class T>
+__global__ void scale_group_kernel(ScaleGroup<T> group, const T* factor) {
+  const int t = static_cast<int>(blockIdx.y);
+  const T f = *factor;
+  for (std::int64_t i = global_thread(); i < group.n[t]; i += grid_threads()) group.x[t][i] = group.x[t][i] * f;
+}
+
 }  // namespace
+
+bool CudaBackend::scale_many(const std::vector<TensorDesc>& tensors, const TensorDesc& factor) {
+  if (tensors.empty()) return true;
+  if (tensors[0].dtype != DType::float32 && tensors[0].dtype != DType::float64) return false;
+  dispatch_floating(tensors[0].dtype, "scale_many", [&](auto z) {
+    using T = decltype(z);
+    for (std::size_t first = 0; first < tensors.size(); first += kGroup) {
+      ScaleGroup<T> args{};
+      std::int64_t largest = 0;
+      int count = 0;
+      for (std::size_t i = first; i < tensors.size() && count < kGroup; ++i, ++count) {
+        args.x[count] = static_cast<T*>(tensors[i].data);
+        args.n[count] = tensors[i].numel();
+        largest = std::max(largest, args.n[count]);
+      }
+      if (largest == 0) continue;
+      launch(scale_group_kernel<T>, dim3(blocks_for(largest, 256), static_cast<unsigned>(count)), 256u, 0, args,
+             static_cast<const T*>(factor.data));
+    }
+  });
+  return true;
+}
 
 void CudaBackend::adam_update_many(const std::vector<AdamTensors>& group, const AdamConfig& cfg) {
   if (group.empty()) return;

@@ -256,6 +256,14 @@ class Backend {
     (void)out, (void)tensors;
     return false;
   }
+  // Each of several contiguous float32 or float64 tensors of one dtype times `factor`, one value of that dtype on the
+  // device, in place (clip_grad_norm_'s scaling: PyTorch's foreach mul_): the bits of mul_ on each. Returns false,
+  // having done nothing, where the backend has no such kernel (the op then runs mul_ on each); the CUDA backend
+  // launches once per 16 tensors.
+  virtual bool scale_many(const std::vector<TensorDesc>& tensors, const TensorDesc& factor) {
+    (void)tensors, (void)factor;
+    return false;
+  }
 };
 
 // The overrides of every kernel above, declared once for all backends: a backend's class names

@@ -163,6 +163,9 @@ Tensor& zero_(Tensor& a);
 Tensor& copy_(Tensor& dst, const Tensor& src);                 // src broadcasts to dst; dtypes may differ
 Tensor& add_(Tensor& a, const Tensor& b, double alpha = 1.0);  // a += alpha * b
 Tensor& mul_(Tensor& a, const Tensor& b);                      // a *= b, b broadcast (one kernel: clip_grad_norm_)
+// Each tensor *= factor, a one-value tensor of their device (PyTorch's foreach mul_): the bits of mul_ on each, in
+// fewer launches on a GPU (Backend::scale_many).
+void mul_(std::vector<Tensor>& tensors, const Tensor& factor);
 void adam_update_(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const AdamConfig& cfg);
 // The same step on every params[i] with grads[i], ms[i], vs[i] (PyTorch's foreach Adam): the same numbers as one
 // adam_update_ each, in fewer kernel launches on a GPU (Backend::adam_update_many).

@@ -1,5 +1,7 @@
 // In-place writes. They are not differentiable: they serve optimizers and initialisation, under
 // NoGradGuard. Each bumps the storage's version so a backward that saved the tensor notices.
+#include <algorithm>
+
 #include "common.h"
 
 namespace stepformer {
@@ -67,6 +69,25 @@ Tensor& mul_(Tensor& a, const Tensor& b) {
   a.backend().binary(BinaryOp::mul, a.desc(), a.desc(), detail::broadcast_desc(b, a.shape()));
   a.bump_version();
   return a;
+}
+
+void mul_(std::vector<Tensor>& tensors, const Tensor& factor) {
+  if (factor.numel() != 1)
+    throw ShapeError(
+        fmt::format("mul_: the factor of many tensors must be one value, got {}", to_string(factor.shape())));
+  for (Tensor& t : tensors) {
+    check_writable("mul_", t);
+    detail::check_operands("mul_", {&t, &factor});
+  }
+  if (tensors.empty()) return;
+  std::vector<TensorDesc> descs;
+  for (const Tensor& t : tensors) descs.push_back(t.desc());
+  const bool contiguous =
+      std::all_of(tensors.begin(), tensors.end(), [](const Tensor& t) { return t.is_contiguous(); });
+  if (contiguous && factor.backend().scale_many(descs, factor.desc()))
+    for (Tensor& t : tensors) t.bump_version();
+  else
+    for (Tensor& t : tensors) mul_(t, factor);  // bumps each version
 }
 
 namespace {
