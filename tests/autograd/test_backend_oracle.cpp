@@ -538,32 +538,31 @@ std::vector<Case> cases() {
         return out;
       });
       // 21 tensors: one of three chunks on CUDA (9,000 values), then 0 to n values; more than one launch's 16. A
-      // backend without the kernel (false) is held to the op's sum(x * x) of each, which the reference computes.
+      // backend without the kernel (false) is held to the op's composite, which the reference computes.
+      const auto many = [=](Device dev, std::uint64_t seed) {
+        std::vector<Tensor> xs{input(dev, {9000}, seed, dt)};
+        for (std::uint64_t i = 0; i < 20; ++i)
+          xs.push_back(input(dev, {n * static_cast<std::int64_t>(i) / 19}, seed + 1 + i, dt, -3, 3));
+        std::vector<TensorDesc> descs;
+        for (const Tensor& x : xs) descs.push_back(x.desc());
+        return std::pair{xs, descs};
+      };
       add(
           "sum_squares_many", "21 tensors, 9000 values and up to" + size, dt,
           [=](Device dev, Backend& b) {
-            std::vector<Tensor> xs{input(dev, {9000}, 120, dt)};
-            for (std::uint64_t i = 0; i < 20; ++i)
-              xs.push_back(input(dev, {n * static_cast<std::int64_t>(i) / 19}, 121 + i, dt, -3, 3));
-            std::vector<TensorDesc> descs;
-            for (const Tensor& x : xs) descs.push_back(x.desc());
+            const auto [xs, descs] = many(dev, 120);
             Tensor out = sentinel(dev, {21}, DType::float64);
             if (!b.sum_squares_many(out.desc(), descs)) {
               const NoGradGuard no_grad;
-              copy_(out, sum_of_squares(xs));
+              copy_(out, sum_of_squares(xs));  // sum(x * x) of each
             }
             return std::vector<Tensor>{out};
           },
           10);
-      // The same 21 tensors times one value in place: mul_ on each where the backend has no such kernel.
       add(
           "scale_many", "21 tensors, 9000 values and up to" + size + ", in place", dt,
           [=](Device dev, Backend& b) {
-            std::vector<Tensor> xs{input(dev, {9000}, 130, dt)};
-            for (std::uint64_t i = 0; i < 20; ++i)
-              xs.push_back(input(dev, {n * static_cast<std::int64_t>(i) / 19}, 131 + i, dt, -3, 3));
-            std::vector<TensorDesc> descs;
-            for (const Tensor& x : xs) descs.push_back(x.desc());
+            auto [xs, descs] = many(dev, 130);
             const Tensor factor = input(dev, {1}, 151, dt);
             if (!b.scale_many(descs, factor.desc())) {
               const NoGradGuard no_grad;
