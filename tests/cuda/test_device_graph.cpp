@@ -7,9 +7,9 @@ using stepformer::test::close;
 
 namespace {
 
-Device device_under_test() { return default_device() == kCPU ? Device{DeviceType::cuda_sim, 0} : default_device(); }
+Device graph_test_device() { return default_device() == kCPU ? Device{DeviceType::cuda_sim, 0} : default_device(); }
 
-Tensor on(const Device dev, const std::vector<double>& values, const Shape& shape) {
+Tensor floats_on(const Device dev, const std::vector<double>& values, const Shape& shape) {
   return from_vector(values, shape, {DType::float32, dev, false});
 }
 Tensor ids_on(const Device dev, const std::vector<std::int64_t>& values) {
@@ -24,7 +24,7 @@ void fill_in_place(Tensor& dst, const Tensor& values) {
 
 TEST_CASE("device graph: recording queues nothing; each replay runs the kernels again on the inputs' new values",
           "[cuda][device-graph]") {
-  const Device dev = device_under_test();
+  const Device dev = graph_test_device();
   const NoGradGuard no_grad;
   Generator gen(3);
   Tensor x = uniform({3, 5}, -1, 1, gen, {DType::float32, dev, false});
@@ -49,13 +49,13 @@ TEST_CASE("device graph: recording queues nothing; each replay runs the kernels 
 
 TEST_CASE("device graph: a copy between host and device while recording is refused, and the device runs on",
           "[cuda][device-graph]") {
-  const Device dev = device_under_test();
-  const Tensor x = on(dev, {1, 2, 3}, {3});
+  const Device dev = graph_test_device();
+  const Tensor x = floats_on(dev, {1, 2, 3}, {3});
   REQUIRE_THROWS_WITH_ALL(DeviceGraph(dev, [&] { (void)sum(x).item(); }), DeviceError, "copy to the host",
                           "while a graph is recorded");
   REQUIRE_THROWS_WITH_ALL(DeviceGraph(dev,
                                       [&] {
-                                        (void)(x + on(dev, {1, 1, 1}, {3}));
+                                        (void)(x + floats_on(dev, {1, 1, 1}, {3}));
                                       }),
                           DeviceError, "copy from the host", "fill its inputs before replay()");
   const std::size_t before = kernel_launches(dev);
@@ -70,11 +70,11 @@ TEST_CASE("device graph: a copy between host and device while recording is refus
 // once, and its checking build's memcheck names the replay's write to freed memory.
 TEST_CASE("device graph: the memory a recording allocated stays the graph's while it lives, and comes back after",
           "[cuda][device-graph]") {
-  const Device dev = device_under_test();
+  const Device dev = graph_test_device();
   const NoGradGuard no_grad;
   const std::size_t before = bytes_in_use(dev);
   {
-    Tensor x = on(dev, {1, 2, 3, 4}, {4});
+    Tensor x = floats_on(dev, {1, 2, 3, 4}, {4});
     Tensor y;
     DeviceGraph graph(dev, [&] {
       const Tensor temporary = x * 3.0;  // dies inside the recording
@@ -85,7 +85,7 @@ TEST_CASE("device graph: the memory a recording allocated stays the graph's whil
     y = Tensor();  // the output dies too
     std::vector<Tensor> others;
     for (int i = 0; i < 8; ++i) others.push_back(full({4}, -1.0, {DType::float32, dev, false}));
-    fill_in_place(x, on(dev, {0, 0, 0, 0}, {4}));
+    fill_in_place(x, floats_on(dev, {0, 0, 0, 0}, {4}));
     graph.replay();
     for (const Tensor& t : others) CHECK(t.cpu().to_vector<double>() == std::vector<double>(4, -1.0));
   }
@@ -96,7 +96,7 @@ TEST_CASE("device graph: the memory a recording allocated stays the graph's whil
 // eager op's are (checks.cu). A replay before anyone read the last one's checks reads them first.
 TEST_CASE("device graph: a recorded embedding's ids are checked at every replay and reported at the next copy",
           "[cuda][device-graph]") {
-  const Device dev = device_under_test();
+  const Device dev = graph_test_device();
   const NoGradGuard no_grad;
   const Tensor table = ones({7, 4}, {DType::float32, dev, false});
   Tensor ids = ids_on(dev, {1, 2});
