@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "autograd/random.h"  // token_uniform
 #include "elementwise_math.h"
 
 namespace stepformer {

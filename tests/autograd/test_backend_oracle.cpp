@@ -26,6 +26,12 @@ using stepformer::test::close;
 
 namespace {
 
+TokenDraw sampling_draw_at(double u) {  // a draw at a u the host chose
+  TokenDraw d;
+  d.u = u;
+  return d;
+}
+
 constexpr Device kReference{DeviceType::reference, 0};
 const std::int64_t kSizes[] = {1, 7, 33, 65, 257};
 
@@ -473,7 +479,8 @@ std::vector<Case> cases() {
       // --- random and the optimizer ------------------------------------------------------------------
       // Sampling from float32 and float64 logits: the same token and float64 distribution exactly (every backend
       // adds in the same order; on a GPU the distribution within 1e-12, Case::libm_on_gpu), at draws near 0, mid-way
-      // and within rounding of 1; "ties" gives many logits the same value, which the order breaks by id.
+      // and within rounding of 1, and at a draw whose number is read from a counter on the device; "ties" gives many
+      // logits the same value, which the order breaks by id.
       const SamplingConfig rules[] = {{1.0, 0, 1.0}, {0.7, 5, 0.9}, {0.0, 0, 1.0}, {2.0, n + 3, 0.5}};
       for (const SamplingConfig& rule : rules)
         for (const bool ties : {false, true})
@@ -490,9 +497,15 @@ std::vector<Case> cases() {
                 std::vector<Tensor> out;
                 for (const double u : {0.0, 0.41, 1 - 1e-15}) {
                   Tensor token = full({1}, -7, {DType::int64, dev}), probs = sentinel(dev, {n}, DType::float64);
-                  b.sample_token(token.desc(), probs.desc(), logits.desc(), rule, u);
+                  b.sample_token(token.desc(), probs.desc(), logits.desc(), rule, sampling_draw_at(u));
                   out.insert(out.end(), {token, probs});
                 }
+                // Draw 5 - 2 of the run from offset 8, its number read from the device (a recorded step's draw).
+                const Tensor counter = full({1}, 5, {DType::int64, dev});
+                Tensor token = full({1}, -7, {DType::int64, dev}), probs = sentinel(dev, {n}, DType::float64);
+                b.sample_token(token.desc(), probs.desc(), logits.desc(), rule,
+                               TokenDraw{0.0, counter.desc(), 11, 8, 2});
+                out.insert(out.end(), {token, probs});
                 return out;
               },
               1, true);
@@ -691,7 +704,7 @@ std::vector<Case> cases() {
           std::vector<Tensor> out;
           for (const double u : {0.0, 0.41, 1 - 1e-15}) {
             Tensor token = full({1}, -7, {DType::int64, dev}), probs = sentinel(dev, {n}, DType::float64);
-            b.sample_token(token.desc(), probs.desc(), logits.desc(), {0.8, 900, 0.95}, u);
+            b.sample_token(token.desc(), probs.desc(), logits.desc(), {0.8, 900, 0.95}, sampling_draw_at(u));
             out.insert(out.end(), {token, probs});
           }
           return out;

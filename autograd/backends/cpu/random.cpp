@@ -72,7 +72,7 @@ void CpuBackend::random_fill(const TensorDesc& out, Distribution dist, double a,
 
 // Sampling (sampling_math.h's steps): a sort of V ids, tiny next to the model's forward; on one thread.
 void CpuBackend::sample_token(const TensorDesc& token, const TensorDesc& probs, const TensorDesc& logits,
-                              const SamplingConfig& cfg, double u) {
+                              const SamplingConfig& cfg, const TokenDraw& d) {
   const auto n = static_cast<std::size_t>(logits.numel());
   double* p = ptr<double>(probs);
   dispatch_floating(logits.dtype, "sample_token", [&](auto t) {
@@ -86,6 +86,8 @@ void CpuBackend::sample_token(const TensorDesc& token, const TensorDesc& probs, 
   std::iota(order.begin(), order.end(), 0);
   std::sort(order.begin(), order.end(), [p](std::int64_t a, std::int64_t b) { return likelier(p, a, b); });
   std::vector<double> sorted(n);
+  const double u =
+      d.counter.data ? token_uniform(d.seed, d.offset, *ptr<std::int64_t>(d.counter) - d.counter_base) : d.u;
   *ptr<std::int64_t>(token) = cut_and_draw(p, order.data(), sorted.data(), n, cfg, u);
 }
 

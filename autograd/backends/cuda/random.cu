@@ -46,7 +46,9 @@ constexpr std::int64_t kSampleSharedValues = 48 * 1024 / (2 * sizeof(double));
 
 template <class T>
 __global__ void sample_token_kernel(std::int64_t* token, double* p, std::int64_t* order, double* global_sorted,
-                                    const T* logits, std::int64_t n, SamplingConfig cfg, double u) {
+                                    const T* logits, std::int64_t n, SamplingConfig cfg, double u,
+                                    const std::int64_t* counter, std::uint64_t seed, std::uint64_t offset,
+                                    std::int64_t counter_base) {
   CUDASIM_DYNAMIC_SHARED(double, shared);
   const bool in_shared = n <= kSampleSharedValues;
   double* weights = in_shared ? shared : p;
@@ -78,7 +80,10 @@ __global__ void sample_token_kernel(std::int64_t* token, double* p, std::int64_t
   for (std::int64_t i = threadIdx.x; i < n; i += blockDim.x)
     weights[order[i]] = renormalised(sorted, static_cast<std::size_t>(i), kept);
   __syncthreads();
-  if (threadIdx.x == 0) *token = draw(weights, static_cast<std::size_t>(n), u);
+  if (threadIdx.x == 0) {
+    if (counter) u = token_uniform(seed, offset, *counter - counter_base);  // read here at each replay
+    *token = draw(weights, static_cast<std::size_t>(n), u);
+  }
   if (in_shared)
     for (std::int64_t v = threadIdx.x; v < n; v += blockDim.x) p[v] = weights[v];
 }
@@ -96,7 +101,7 @@ void CudaBackend::random_fill(const TensorDesc& out, Distribution dist, double a
 }
 
 void CudaBackend::sample_token(const TensorDesc& token, const TensorDesc& probs, const TensorDesc& logits,
-                               const SamplingConfig& cfg, double u) {
+                               const SamplingConfig& cfg, const TokenDraw& d) {
   const std::int64_t n = logits.numel();
   const std::size_t bytes = static_cast<std::size_t>(n) * (sizeof(std::int64_t) + sizeof(double));
   void* scratch = allocate(bytes);
@@ -106,7 +111,8 @@ void CudaBackend::sample_token(const TensorDesc& token, const TensorDesc& probs,
     const std::size_t shared_bytes = n <= kSampleSharedValues ? static_cast<std::size_t>(2 * n) * sizeof(double) : 0;
     launch(sample_token_kernel<T>, 1u, kSampleThreads, shared_bytes, static_cast<std::int64_t*>(token.data),
            static_cast<double*>(probs.data), order, reinterpret_cast<double*>(order + n),
-           static_cast<const T*>(logits.data), n, cfg, u);
+           static_cast<const T*>(logits.data), n, cfg, d.u, static_cast<const std::int64_t*>(d.counter.data), d.seed,
+           d.offset, d.counter_base);
   });
   deallocate(scratch, bytes);  // the cache hands it out again only to work queued after this kernel
 }

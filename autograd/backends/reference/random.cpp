@@ -34,7 +34,7 @@ void ReferenceBackend::random_fill(const TensorDesc& out, Distribution dist, dou
 
 // Sampling by sampling_math.h's steps; the order by counting, for each id, the ids likelier than it.
 void ReferenceBackend::sample_token(const TensorDesc& token, const TensorDesc& probs, const TensorDesc& logits,
-                                    const SamplingConfig& cfg, double u) {
+                                    const SamplingConfig& cfg, const TokenDraw& d) {
   const auto n = static_cast<std::size_t>(logits.numel());
   std::vector<double> l(n), p(n), sorted(n);
   dispatch_floating(logits.dtype, "sample_token", [&](auto t) {
@@ -50,6 +50,8 @@ void ReferenceBackend::sample_token(const TensorDesc& token, const TensorDesc& p
       rank += likelier(p.data(), static_cast<std::int64_t>(w), static_cast<std::int64_t>(v));
     order[rank] = static_cast<std::int64_t>(v);
   }
+  const double u =
+      d.counter.data ? token_uniform(d.seed, d.offset, flat<std::int64_t>(d.counter, 0) - d.counter_base) : d.u;
   flat<std::int64_t>(token, 0) = cut_and_draw(p.data(), order.data(), sorted.data(), n, cfg, u);
   for (std::size_t v = 0; v < n; ++v) flat<double>(probs, static_cast<std::int64_t>(v)) = p[v];
 }

@@ -107,6 +107,17 @@ struct SamplingConfig {
   double top_p = 1.0;  // keep the fewest most likely tokens whose probabilities sum to >= p (Holtzman et al. 2020)
 };
 
+// The uniform in [0, 1) a sample_token draws at: `u`, or, where `counter` is defined (data not null), the u of draw
+// n = counter[0] - counter_base of a run of Generator::take(1)s that starts at `offset` (token_uniform,
+// backends/sampling_math.h), n read on the device from an int64 [1]: a kernel recorded once in a device graph
+// (device_graph.h) then draws the next number at each replay, as the counter advances there.
+struct TokenDraw {
+  double u = 0;
+  TensorDesc counter;
+  std::uint64_t seed = 0, offset = 0;
+  std::int64_t counter_base = 0;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -234,12 +245,12 @@ class Backend {
   // --- random and optimizers ----------------------------------------------------------------------
   virtual void random_fill(const TensorDesc& out, Distribution dist, double a, double b, std::uint64_t seed,
                            std::uint64_t offset) = 0;
-  // One token drawn from contiguous float32 or float64 logits [V] at u in [0, 1): writes the distribution drawn from
-  // into probs (float64 [V]) and the token into token (int64 [1], any stride), by the steps of
+  // One token drawn from contiguous float32 or float64 logits [V] at `draw`'s uniform u in [0, 1): writes the
+  // distribution drawn from into probs (float64 [V]) and the token into token (int64 [1], any stride), by the steps of
   // backends/sampling_math.h in float64, so that every backend draws the same token for the same u. Nothing is
   // read back to the host.
   virtual void sample_token(const TensorDesc& token, const TensorDesc& probs, const TensorDesc& logits,
-                            const SamplingConfig& cfg, double u) = 0;
+                            const SamplingConfig& cfg, const TokenDraw& draw) = 0;
   // One Adam/AdamW step on contiguous param, grad, m, v (all the same numel), in place.
   virtual void adam_update(const TensorDesc& param, const TensorDesc& grad, const TensorDesc& m, const TensorDesc& v,
                            const AdamConfig& cfg) = 0;
@@ -314,7 +325,7 @@ class Backend {
   void random_fill(const TensorDesc& out, Distribution dist, double a, double b, std::uint64_t seed,                  \
                    std::uint64_t offset) override;                                                                    \
   void sample_token(const TensorDesc& token, const TensorDesc& probs, const TensorDesc& logits,                       \
-                    const SamplingConfig& cfg, double u) override;                                                    \
+                    const SamplingConfig& cfg, const TokenDraw& draw) override;                                       \
   void adam_update(const TensorDesc& param, const TensorDesc& grad, const TensorDesc& m, const TensorDesc& v,         \
                    const AdamConfig& cfg) override;
 

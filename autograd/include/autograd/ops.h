@@ -130,11 +130,15 @@ Tensor dropout(const Tensor& a, double p, bool training, Generator& gen = defaul
 // the distribution drawn from (float64 [V]) and the token (int64 [1]), both on the logits' device, so a GPU's
 // decoding loop does not wait for them. One uniform draw from gen: the same logits, seed and offset give the same
 // token on every backend (backends/sampling_math.h). `into`, when given, is an int64 [1] tensor on that device (a view
-// of a longer one: the tokens of a generation) that receives the token and is returned as it. Not differentiable.
+// of a longer one: the tokens of a generation) that receives the token and is returned as it. `counter`, when given,
+// is an int64 [1] on that device: the draw is then number counter - counter_base of a run of gen.take(1)s from this
+// one (TokenDraw, backend.h), read on the device, so that a decode step recorded once as a device graph draws the
+// next number at each replay as the counter advances. Not differentiable.
 struct SampledToken {
   Tensor token, probs;
 };
-SampledToken sample_token(const Tensor& logits, const SamplingConfig& cfg, Generator& gen, const Tensor& into = {});
+SampledToken sample_token(const Tensor& logits, const SamplingConfig& cfg, Generator& gen, const Tensor& into = {},
+                          const Tensor& counter = {}, std::int64_t counter_base = 0);
 
 // --- attention (ops/attention.cpp) -----------------------------------------------------------------
 // softmax(scale Q K^T, blocked keys at -inf) V with dropout on the weights, as chapter 02's composite computes

@@ -50,6 +50,12 @@ STEPFORMER_HD inline std::uint64_t random_bits(std::uint64_t seed, std::uint64_t
 // Uniform in [0, 1) from 53 random bits. (A float32 caller that rounds can reach 1.0f; it clamps.)
 STEPFORMER_HD inline double uniform01(std::uint64_t bits) { return static_cast<double>(bits >> 11) * 0x1.0p-53; }
 
+// The uniform of draw n of a run of Generator::take(1)s that starts at `offset`: each take(1) reserves one Philox
+// block (4 offsets). sample_token draws at n = 0, or at n read on the device (TokenDraw, autograd/backend.h).
+STEPFORMER_HD inline double token_uniform(std::uint64_t seed, std::uint64_t offset, std::int64_t n) {
+  return uniform01(random_bits(seed, offset + 4 * static_cast<std::uint64_t>(n), 0));
+}
+
 // Standard normal from one element's bits by Box-Muller (cosine branch).
 STEPFORMER_HD inline double standard_normal(std::uint64_t bits) {
   const double u1 = (static_cast<double>(bits >> 32) + 1.0) * 0x1.0p-32;  // (0, 1]: log is finite

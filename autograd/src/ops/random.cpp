@@ -62,7 +62,8 @@ Tensor dropout(const Tensor& a, double p, bool training, Generator& gen) {
   return out;
 }
 
-SampledToken sample_token(const Tensor& logits, const SamplingConfig& cfg, Generator& gen, const Tensor& into) {
+SampledToken sample_token(const Tensor& logits, const SamplingConfig& cfg, Generator& gen, const Tensor& into,
+                          const Tensor& counter, std::int64_t counter_base) {
   detail::check_operands("sample_token", {&logits});
   if (logits.dim() != 1 || logits.numel() == 0)
     throw ShapeError(fmt::format("sample_token expected logits [V] with V > 0, got {}", to_string(logits.shape())));
@@ -77,13 +78,21 @@ SampledToken sample_token(const Tensor& logits, const SamplingConfig& cfg, Gener
     if (into.dtype() != DType::int64)
       throw DTypeError(fmt::format("sample_token: into must be int64, got {}", dtype_name(into.dtype())));
   }
+  if (counter.defined()) {
+    detail::check_operands("sample_token", {&logits, &counter}, false);
+    if (counter.shape() != Shape{1} || counter.dtype() != DType::int64)
+      throw ShapeError(fmt::format("sample_token: the counter must be int64 [1], got {} {}",
+                                   dtype_name(counter.dtype()), to_string(counter.shape())));
+  }
   const NoGradGuard no_grad;
   // The backends read float32 and float64; a bfloat16 logit converts to float32 exactly.
   const Tensor l = contiguous(logits.dtype() == DType::bfloat16 ? logits.to(DType::float32) : logits);
   SampledToken s{into.defined() ? into : empty({1}, {DType::int64, logits.device()}),
                  empty(logits.shape(), {DType::float64, logits.device()})};
-  const double u = uniform01(random_bits(gen.seed(), gen.take(1), 0));
-  l.backend().sample_token(s.token.desc(), s.probs.desc(), l.desc(), cfg, u);
+  const std::uint64_t seed = gen.seed(), offset = gen.take(1);
+  const TokenDraw draw{token_uniform(seed, offset, 0), counter.defined() ? counter.desc() : TensorDesc{}, seed, offset,
+                       counter_base};
+  l.backend().sample_token(s.token.desc(), s.probs.desc(), l.desc(), cfg, draw);
   return s;
 }
 
