@@ -239,4 +239,12 @@ TEST_CASE("ex12.6: the KV cache: new tokens at positions cache.length().., appen
   CHECK(cache.length() == 5);
   REQUIRE(error.empty());
   CHECK(close(cat(steps, 1), full, 1e-5, 1e-5));
+  // The last token again, its position 4 read from a tensor (the form of a decode step recorded once on a GPU and
+  // replayed: generate on a CUDA device): the cache's rows past it are zero and blocked.
+  LayerCache replayed(6);
+  a(narrow(x, 1, 0, 4), &replayed);
+  replayed.read_position_from(stepformer::full({1}, 4, {DType::int64}),
+                              from_vector(std::vector<std::int64_t>{0, 1, 2, 3, 4, 5}, {6}, {DType::int64}));
+  INFO("the cache's position in a tensor (generate on a GPU)");
+  CHECK(close(a(narrow(x, 1, 4, 1), &replayed), narrow(full, 1, 4, 1), 1e-5, 1e-5));
 }

@@ -27,6 +27,19 @@ LayerCache::LayerCache(std::int64_t capacity) : capacity_(capacity) {
     throw ValueError(fmt::format("LayerCache: the capacity must be at least 1 token, got {}", capacity));
 }
 
+Position LayerCache::position() const { return {length_, position_, capacity_}; }
+
+void LayerCache::read_position_from(const Tensor& position, const Tensor& slots) {
+  if (position.shape() != Shape{1} || position.dtype() != DType::int64 || slots.shape() != Shape{capacity_} ||
+      slots.dtype() != DType::int64 || slots.device() != position.device())
+    throw ShapeError(
+        fmt::format("LayerCache: a position int64 [1] and slots int64 [{}] on one device, got {} {} and {} {}",
+                    capacity_, dtype_name(position.dtype()), to_string(position.shape()), dtype_name(slots.dtype()),
+                    to_string(slots.shape())));
+  position_ = position;
+  slots_ = slots;
+}
+
 void LayerCache::append(const Tensor& k, const Tensor& v) {
   if (k.dim() != 4 || v.shape() != k.shape() ||
       (k_.defined() && (k.size(0) != k_.size(0) || k.size(1) != k_.size(1) || k.size(3) != k_.size(3))))
@@ -36,22 +49,39 @@ void LayerCache::append(const Tensor& k, const Tensor& v) {
   if (length_ + T > capacity_)
     throw ShapeError(
         fmt::format("LayerCache: {} more tokens do not fit after {}: its capacity is {}", T, length_, capacity_));
+  if (position_.defined() && T != 1)
+    throw ShapeError(fmt::format("LayerCache: at a device position a step appends one token, got {}", T));
   if (!k_.defined()) {
     // Stored as attention multiplies them: under bfloat16 autocast, float32 keys are kept in bfloat16 (as PyTorch's
-    // autocast Linear returns them), half the bytes, and attention converts no cache at each token.
+    // autocast Linear returns them), half the bytes, and attention converts no cache at each token. Zero-filled: rows
+    // a device position has not reached are read (blocked) by attention, and a blocked NaN would still reach the sum.
     const bool narrower = autocast_dtype() == DType::bfloat16 && k.dtype() == DType::float32;
     const Shape buffer{k.size(0), k.size(1), capacity_, k.size(3)};
-    k_ = empty(buffer, {narrower ? DType::bfloat16 : k.dtype(), k.device()});
-    v_ = empty(buffer, {narrower ? DType::bfloat16 : v.dtype(), v.device()});
+    k_ = zeros(buffer, {narrower ? DType::bfloat16 : k.dtype(), k.device()});
+    v_ = zeros(buffer, {narrower ? DType::bfloat16 : v.dtype(), v.device()});
   }
-  Tensor k_rows = narrow(k_, 2, length_, T), v_rows = narrow(v_, 2, length_, T);
-  copy_(k_rows, k);
-  copy_(v_rows, v);
+  if (position_.defined()) {
+    // The row at the device position, chosen on the device: each buffer rewritten with that row replaced.
+    const Tensor row = view(eq(slots_, position_), {1, 1, capacity_, 1});
+    copy_(k_, where(row, k.to(k_.dtype()), k_));
+    copy_(v_, where(row, v.to(v_.dtype()), v_));
+  } else {
+    Tensor k_rows = narrow(k_, 2, length_, T), v_rows = narrow(v_, 2, length_, T);
+    copy_(k_rows, k);
+    copy_(v_rows, v);
+  }
   length_ += T;
 }
 
-Tensor LayerCache::keys() const { return k_.defined() ? narrow(k_, 2, 0, length_) : Tensor(); }
-Tensor LayerCache::values() const { return v_.defined() ? narrow(v_, 2, 0, length_) : Tensor(); }
+Tensor LayerCache::keys() const {
+  return k_.defined() ? narrow(k_, 2, 0, position_.defined() ? capacity_ : length_) : Tensor();
+}
+Tensor LayerCache::values() const {
+  return v_.defined() ? narrow(v_, 2, 0, position_.defined() ? capacity_ : length_) : Tensor();
+}
+Tensor LayerCache::blocked() const {
+  return position_.defined() ? view(gt(slots_, position_), {1, capacity_}) : Tensor();
+}
 
 GroupedQueryAttention::GroupedQueryAttention(const AttentionShape& s, Generator& gen)
     : shape(s), d_head(s.n_heads > 0 ? s.d_model / s.n_heads : 0) {
@@ -77,27 +107,29 @@ Tensor GroupedQueryAttention::forward(const Tensor& x, LayerCache* cache) {
   Tensor q = split_heads((*w_q)(x), shape.n_heads);     // [B, H, T, Dh]
   Tensor k = split_heads((*w_k)(x), shape.n_kv_heads);  // [B, Hkv, T, Dh]
   Tensor v = split_heads((*w_v)(x), shape.n_kv_heads);  // [B, Hkv, T, Dh]
-  std::int64_t start = 0;                               // the position of x's first token
-  // EXERCISE 12.6: start = the cache's length; RoPE from start; append k, v to it; attend over all it holds.
-  if (cache) start = cache->length();
+  Position at;                                          // where x's first token is: 0 without a cache
+  // EXERCISE 12.6: at = the cache's position; RoPE from there; append k, v to it; attend over all it holds.
+  if (cache) at = cache->position();
   if (shape.rope) {
-    q = rope(q, start, shape.pairing);
-    k = rope(k, start, shape.pairing);
+    q = rope(q, at, shape.pairing);
+    k = rope(k, at, shape.pairing);
   }
   if (cache) {
     cache->append(k, v);
-    k = cache->keys();  // [B, Hkv, start + T, Dh]
+    k = cache->keys();  // [B, Hkv, at.start + T, Dh]
     v = cache->values();
   }
   // END EXERCISE
   // Query i (at position start + i) may not see key j > start + i. Without a cache that is flash_attention's
-  // own causal mask; one new token sees the whole cache; several new tokens need the mask shifted by start.
-  // flash_attention shares each key/value head among its H / Hkv query heads itself, as repeat_kv lays them out,
-  // reading them in place.
-  const Tensor blocked = start > 0 && T > 1 ? subsequent_mask(T, x.device(), start) : Tensor();
-  const Tensor context =
-      flash_attention(q, k, v, blocked, attention_scale(d_head), /*causal=*/start == 0);  // [B, H, T, Dh]
-  return (*w_o)(merge_heads(context));                                                    // [B, T, D]
+  // own causal mask; one new token sees the whole cache; several new tokens need the mask shifted by start. At a
+  // device position the cache's rows past it are blocked. flash_attention shares each key/value head among its
+  // H / Hkv query heads itself, as repeat_kv lays them out, reading them in place.
+  const Tensor blocked = at.on_device.defined()  ? cache->blocked()
+                         : at.start > 0 && T > 1 ? subsequent_mask(T, x.device(), at.start)
+                                                 : Tensor();
+  const bool causal = at.start == 0 && !at.on_device.defined();
+  const Tensor context = flash_attention(q, k, v, blocked, attention_scale(d_head), causal);  // [B, H, T, Dh]
+  return (*w_o)(merge_heads(context));                                                        // [B, T, D]
 }
 
 }  // namespace stepformer::transformer

@@ -64,6 +64,30 @@ Tensor angle_tensor(std::int64_t T, std::int64_t Dh, std::int64_t start, double 
   }
   return narrow(k.tables, 1, start - k.start, T);
 }
+
+// The rows of positions [0, limit) as one float64 tensor [limit, Dh] on `device` (a row: its Dh/2 cos, then its Dh/2
+// sin), kept per head size, base and device for at least 1,024 positions and read in part: a decode step's rotation
+// gathers its one row. The eager step before a recording copies the table to the device once; a step recorded after
+// copies nothing, and neither do later generations.
+Tensor angle_rows(std::int64_t limit, std::int64_t Dh, double base, Device device) {
+  using Key = std::tuple<std::int64_t, double, DeviceType, int>;
+  static std::mutex mutex;
+  static auto* kept = new std::map<Key, Tensor>;  // never destroyed, as angle_tensor's
+  const std::lock_guard<std::mutex> lock(mutex);
+  Tensor& rows = (*kept)[Key{Dh, base, device.type, device.index}];
+  if (!rows.defined() || rows.size(0) < limit) {
+    const std::int64_t pairs = Dh / 2, N = std::max<std::int64_t>(limit, 1024);  // 1,024 rows of Dh 64: 512 KiB
+    std::vector<double> c, s, both(static_cast<std::size_t>(N * Dh));
+    angle_tables(N, Dh, 0, base, c, s);
+    for (std::int64_t t = 0; t < N; ++t)
+      for (std::int64_t i = 0; i < pairs; ++i) {
+        both[static_cast<std::size_t>(t * Dh + i)] = c[static_cast<std::size_t>(t * pairs + i)];
+        both[static_cast<std::size_t>(t * Dh + pairs + i)] = s[static_cast<std::size_t>(t * pairs + i)];
+      }
+    rows = from_vector(both, {N, Dh}, {DType::float64, device});
+  }
+  return narrow(rows, 0, 0, limit);
+}
 }  // namespace
 
 Tensor rope(const Tensor& x, std::int64_t start, RopePairing pairing, double base) {
@@ -73,6 +97,21 @@ Tensor rope(const Tensor& x, std::int64_t start, RopePairing pairing, double bas
   const std::int64_t T = x.size(2), Dh = x.size(3);
   const Tensor tables = angle_tensor(T, Dh, start, base, {x.dtype(), x.device()});  // [2, T, Dh/2]: cos, sin
   return rotate_pairs(x, squeeze(narrow(tables, 0, 0, 1), 0), squeeze(narrow(tables, 0, 1, 1), 0), pairing);
+}
+
+Tensor rope(const Tensor& x, const Position& at, RopePairing pairing, double base) {
+  if (!at.on_device.defined()) return rope(x, at.start, pairing, base);
+  if (x.dim() != 4 || x.size(2) != 1 || x.size(3) % 2 != 0 || at.limit < 1)
+    throw ShapeError(
+        fmt::format("rope at a device position expected [B, H, 1, Dh] with Dh even and a limit >= 1, got {} "
+                    "and limit {}",
+                    to_string(x.shape()), at.limit));
+  if (!(base > 1)) throw ValueError(fmt::format("rope: base {} must be > 1", base));
+  const std::int64_t Dh = x.size(3);
+  // One gather of the position's float64 row (the ids are checked: a position past the limit is reported), rounded
+  // once to x's dtype as the host's tables are.
+  const Tensor row = embedding(angle_rows(at.limit, Dh, base, x.device()), at.on_device).to(x.dtype());  // [1, Dh]
+  return rotate_pairs(x, narrow(row, 1, 0, Dh / 2), narrow(row, 1, Dh / 2, Dh / 2), pairing);
 }
 
 }  // namespace stepformer::transformer

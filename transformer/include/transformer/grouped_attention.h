@@ -16,22 +16,37 @@ Tensor repeat_kv(const Tensor& kv, std::int64_t n_heads);
 
 // What one layer has seen while generating: the keys (RoPE applied) and values of the tokens so far. Only the Hkv
 // shared heads are stored: the cache is H / Hkv times smaller than multi-head attention's. Its buffers
-// [B, Hkv, capacity, Dh] are allocated once, at the first append, for the longest sequence it will hold (as Hugging
-// Face's StaticCache): a token's keys are written in place, and attention reads the first length() rows where
-// they lie (flash_attention takes such views), so generating allocates nothing that grows with the sequence.
+// [B, Hkv, capacity, Dh] are allocated once, zero-filled, at the first append, for the longest sequence it will hold
+// (as Hugging Face's StaticCache): a token's keys are written in place, and attention reads the first length() rows
+// where they lie (flash_attention takes such views), so generating allocates nothing that grows with the sequence.
+//
+// Its position (where the next token goes) is length(), kept by the host; or, after read_position_from(), an int64 [1]
+// tensor on the device that the model advances there after each step (KVCache::keep_position_on_device): a step
+// recorded once as a device graph then writes and reads at the next position at each replay (docs/09_cuda.md,
+// "Graphs"). The host cannot know how many rows that position has filled, so attention then reads all capacity()
+// rows, those at and past the position blocked (blocked()).
 class LayerCache {
  public:
   explicit LayerCache(std::int64_t capacity);
   std::int64_t capacity() const { return capacity_; }
-  std::int64_t length() const { return length_; }
-  // k, v [B, Hkv, T, Dh] stored after the cache's tokens. ShapeError past the capacity, or for another B, Hkv or Dh.
+  std::int64_t length() const { return length_; }  // the tokens appended by the host's calls (not by replays)
+  Position position() const;                       // where the next tokens go
+  // Reads the position from `position` (int64 [1]) from here on; `slots` holds 0 .. capacity() - 1 (int64, on the
+  // same device). Each token is then written where `position` says, one a step.
+  void read_position_from(const Tensor& position, const Tensor& slots);
+  // k, v [B, Hkv, T, Dh] stored at position(). ShapeError past the capacity, for another B, Hkv or Dh, or for T > 1
+  // at a device position.
   void append(const Tensor& k, const Tensor& v);
-  Tensor keys() const;    // [B, Hkv, length(), Dh], a view of the buffer
-  Tensor values() const;  // [B, Hkv, length(), Dh]
+  Tensor keys() const;    // [B, Hkv, length(), Dh], a view of the buffer; at a device position all capacity() rows
+  Tensor values() const;  // [B, Hkv, length(), Dh]; likewise
+  // The keys of keys() the newest token may not see: [1, capacity] true past the device position; undefined at a
+  // host position (keys() then holds only the tokens so far).
+  Tensor blocked() const;
 
  private:
   std::int64_t capacity_, length_ = 0;
-  Tensor k_, v_;  // [B, Hkv, capacity, Dh], undefined until the first append
+  Tensor k_, v_;             // [B, Hkv, capacity, Dh], undefined until the first append
+  Tensor position_, slots_;  // int64 [1] and [capacity] on the device, after read_position_from
 };
 
 struct AttentionShape {

@@ -58,7 +58,12 @@ class LMBlock : public nn::CallableModule<LMBlock> {
 // Every layer's cache for one batch of sequences being generated.
 struct KVCache {
   std::vector<LayerCache> layers;
+  Tensor position;  // int64 [1] on the device once keep_position_on_device() has run: the next token's position
   std::int64_t length() const { return layers.empty() ? 0 : layers[0].length(); }
+  // From here on the position lives on `device` (LayerCache): every layer reads it there, and LanguageModel::forward
+  // advances it there after each step of one token. A step recorded as a device graph then runs at the next position
+  // at each replay, as generate does. Call it after the prompt (its tokens' positions are the host's).
+  void keep_position_on_device(Device device);
 };
 // Bytes the cache holds per token of one sequence: keys and values, Hkv heads of Dh, every layer.
 std::int64_t kv_cache_bytes_per_token(const LMConfig& cfg, std::int64_t bytes_per_element = 4);
@@ -67,11 +72,12 @@ class LanguageModel : public nn::CallableModule<LanguageModel> {
  public:
   explicit LanguageModel(const LMConfig& cfg, Generator& gen = default_generator());
   // ids int64 [B, T] -> logits [B, T, V]: position t predicts token t + 1. With a cache, ids are the tokens
-  // after the cache's (positions cache.length() ..), and the cache grows by T.
+  // after the cache's (positions cache.length() .., or one token at its device position, which then advances by
+  // one), and the cache grows by T.
   Tensor forward(const Tensor& ids, KVCache* cache = nullptr);
   // A cache for sequences of at most `capacity` tokens (prompt and generated together).
   KVCache make_cache(std::int64_t capacity) const {
-    return KVCache{std::vector<LayerCache>(static_cast<std::size_t>(cfg.n_layers), LayerCache(capacity))};
+    return KVCache{std::vector<LayerCache>(static_cast<std::size_t>(cfg.n_layers), LayerCache(capacity)), Tensor()};
   }
 
   LMConfig cfg;
