@@ -405,3 +405,45 @@ TEST_CASE("on cuda-sim the cached decode step records as a graph whose replay gi
     }
   }
 }
+
+// generate's form of the step: the cache's position kept on the device, the step run once there eagerly, recorded,
+// and replayed for each next token with its input filled in place. Each replay's logits are the eager step's at that
+// position, bit for bit (attention over the whole capacity adds exact zeros for the blocked keys). A replay that
+// rotated, embedded, wrote or attended at a stale position, or a step's gathered rows reused after the position
+// moved, gives other logits.
+TEST_CASE("on cuda-sim a step recorded at a device position replays token after token as eager steps run",
+          "[ch12][cpu-only]") {
+  const Device sim{DeviceType::cuda_sim, 0};
+  const std::vector<std::int64_t> feeds{9, 2, 5, 11};
+  for (const std::string name : {"llama", "2017"})
+    for (const DType precision : {DType::float32, DType::bfloat16}) {
+      DYNAMIC_SECTION(name << " " << dtype_name(precision)) {
+        Generator gen(12);
+        LanguageModel model(tiny(name), gen);
+        model.to(sim);
+        model.eval();
+        const NoGradGuard no_grad;
+        const AutocastGuard autocast(precision, precision == DType::bfloat16);
+        const Tensor prompt = from_vector(std::vector<std::int64_t>{1, 4, 7}, {1, 3}, {DType::int64, sim});
+        const auto token = [&](std::int64_t id) {
+          return from_vector(std::vector<std::int64_t>{id}, {1, 1}, {DType::int64, sim});
+        };
+        KVCache eager = model.make_cache(8), replayed = model.make_cache(8);
+        (void)model(prompt, &eager);
+        std::vector<Tensor> want;
+        for (const std::int64_t id : feeds) want.push_back(model(token(id), &eager).cpu());
+        (void)model(prompt, &replayed);
+        replayed.keep_position_on_device(sim);
+        Tensor input = token(feeds[0]);
+        CHECK(close(model(input, &replayed).cpu(), want[0], 0, 0));
+        Tensor logits;
+        DeviceGraph step(sim, [&] { logits = model(input, &replayed); });
+        for (std::size_t i = 1; i < feeds.size(); ++i) {
+          copy_(input, token(feeds[i]));
+          step.replay();
+          INFO("token " << i);
+          CHECK(close(logits.cpu(), want[i], 0, 0));
+        }
+      }
+    }
+}

@@ -243,8 +243,7 @@ TEST_CASE("ex12.6: the KV cache: new tokens at positions cache.length().., appen
   // replayed: generate on a CUDA device): the cache's rows past it are zero and blocked.
   LayerCache replayed(6);
   a(narrow(x, 1, 0, 4), &replayed);
-  replayed.read_position_from(stepformer::full({1}, 4, {DType::int64}),
-                              from_vector(std::vector<std::int64_t>{0, 1, 2, 3, 4, 5}, {6}, {DType::int64}));
+  replayed.read_position_from(std::make_shared<DevicePosition>(4, 6, Device{}));
   INFO("the cache's position in a tensor (generate on a GPU)");
   CHECK(close(a(narrow(x, 1, 4, 1), &replayed), narrow(full, 1, 4, 1), 1e-5, 1e-5));
 }

@@ -27,17 +27,13 @@ LayerCache::LayerCache(std::int64_t capacity) : capacity_(capacity) {
     throw ValueError(fmt::format("LayerCache: the capacity must be at least 1 token, got {}", capacity));
 }
 
-Position LayerCache::position() const { return {length_, position_, capacity_}; }
+Position LayerCache::position() const { return {length_, position_}; }
 
-void LayerCache::read_position_from(const Tensor& position, const Tensor& slots) {
-  if (position.shape() != Shape{1} || position.dtype() != DType::int64 || slots.shape() != Shape{capacity_} ||
-      slots.dtype() != DType::int64 || slots.device() != position.device())
-    throw ShapeError(
-        fmt::format("LayerCache: a position int64 [1] and slots int64 [{}] on one device, got {} {} and {} {}",
-                    capacity_, dtype_name(position.dtype()), to_string(position.shape()), dtype_name(slots.dtype()),
-                    to_string(slots.shape())));
-  position_ = position;
-  slots_ = slots;
+void LayerCache::read_position_from(std::shared_ptr<DevicePosition> position) {
+  if (!position || position->limit() != capacity_)
+    throw ValueError(fmt::format("LayerCache: a device position of limit {} for a cache of capacity {}",
+                                 position ? position->limit() : 0, capacity_));
+  position_ = std::move(position);
 }
 
 void LayerCache::append(const Tensor& k, const Tensor& v) {
@@ -49,7 +45,7 @@ void LayerCache::append(const Tensor& k, const Tensor& v) {
   if (length_ + T > capacity_)
     throw ShapeError(
         fmt::format("LayerCache: {} more tokens do not fit after {}: its capacity is {}", T, length_, capacity_));
-  if (position_.defined() && T != 1)
+  if (position_ && T != 1)
     throw ShapeError(fmt::format("LayerCache: at a device position a step appends one token, got {}", T));
   if (!k_.defined()) {
     // Stored as attention multiplies them: under bfloat16 autocast, float32 keys are kept in bfloat16 (as PyTorch's
@@ -60,9 +56,9 @@ void LayerCache::append(const Tensor& k, const Tensor& v) {
     k_ = zeros(buffer, {narrower ? DType::bfloat16 : k.dtype(), k.device()});
     v_ = zeros(buffer, {narrower ? DType::bfloat16 : v.dtype(), v.device()});
   }
-  if (position_.defined()) {
+  if (position_) {
     // The row at the device position, chosen on the device: each buffer rewritten with that row replaced.
-    const Tensor row = view(eq(slots_, position_), {1, 1, capacity_, 1});
+    const Tensor row = view(position_->here(), {1, 1, capacity_, 1});
     copy_(k_, where(row, k.to(k_.dtype()), k_));
     copy_(v_, where(row, v.to(v_.dtype()), v_));
   } else {
@@ -73,15 +69,11 @@ void LayerCache::append(const Tensor& k, const Tensor& v) {
   length_ += T;
 }
 
-Tensor LayerCache::keys() const {
-  return k_.defined() ? narrow(k_, 2, 0, position_.defined() ? capacity_ : length_) : Tensor();
-}
+Tensor LayerCache::keys() const { return k_.defined() ? narrow(k_, 2, 0, position_ ? capacity_ : length_) : Tensor(); }
 Tensor LayerCache::values() const {
-  return v_.defined() ? narrow(v_, 2, 0, position_.defined() ? capacity_ : length_) : Tensor();
+  return v_.defined() ? narrow(v_, 2, 0, position_ ? capacity_ : length_) : Tensor();
 }
-Tensor LayerCache::blocked() const {
-  return position_.defined() ? view(gt(slots_, position_), {1, capacity_}) : Tensor();
-}
+Tensor LayerCache::blocked() const { return position_ ? view(position_->past(), {1, capacity_}) : Tensor(); }
 
 GroupedQueryAttention::GroupedQueryAttention(const AttentionShape& s, Generator& gen)
     : shape(s), d_head(s.n_heads > 0 ? s.d_model / s.n_heads : 0) {
@@ -124,10 +116,10 @@ Tensor GroupedQueryAttention::forward(const Tensor& x, LayerCache* cache) {
   // own causal mask; one new token sees the whole cache; several new tokens need the mask shifted by start. At a
   // device position the cache's rows past it are blocked. flash_attention shares each key/value head among its
   // H / Hkv query heads itself, as repeat_kv lays them out, reading them in place.
-  const Tensor blocked = at.on_device.defined()  ? cache->blocked()
+  const Tensor blocked = at.on_device            ? cache->blocked()
                          : at.start > 0 && T > 1 ? subsequent_mask(T, x.device(), at.start)
                                                  : Tensor();
-  const bool causal = at.start == 0 && !at.on_device.defined();
+  const bool causal = at.start == 0 && !at.on_device;
   const Tensor context = flash_attention(q, k, v, blocked, attention_scale(d_head), causal);  // [B, H, T, Dh]
   return (*w_o)(merge_heads(context));                                                        // [B, T, D]
 }

@@ -3,12 +3,8 @@
 
 #include <fmt/format.h>
 
-#include <algorithm>
 #include <cmath>
-#include <map>
-#include <mutex>
-#include <numeric>
-#include <utility>
+#include <memory>
 
 #include "autograd/errors.h"
 #include "autograd/ops.h"
@@ -96,32 +92,13 @@ std::int64_t kv_cache_bytes_per_token(const LMConfig& cfg, std::int64_t bytes_pe
   return 2 * cfg.n_layers * cfg.n_kv_heads * (cfg.d_model / cfg.n_heads) * bytes_per_element;
 }
 
-namespace {
-// 0, 1, .. n - 1 (int64) on `device`: a table kept per device, read in part and copied again only to grow, so that a
-// generation made after the first copies nothing to the device (Backend::host_waits) for its cache's slots.
-Tensor slot_ids(std::int64_t n, Device device) {
-  static std::mutex mutex;
-  static auto* kept = new std::map<std::pair<DeviceType, int>, Tensor>;  // never destroyed: see rope.cpp's tables
-  const std::lock_guard<std::mutex> lock(mutex);
-  Tensor& ids = (*kept)[{device.type, device.index}];
-  if (!ids.defined() || ids.size(0) < n) {
-    std::vector<std::int64_t> all(static_cast<std::size_t>(std::max<std::int64_t>(n, 1024)));
-    std::iota(all.begin(), all.end(), 0);
-    ids = from_vector(all, {static_cast<std::int64_t>(all.size())}, {DType::int64, device});
-  }
-  return narrow(ids, 0, 0, n);
-}
-}  // namespace
-
 void KVCache::keep_position_on_device(Device device) {
   if (layers.empty()) throw ValueError("KVCache: a cache of no layers has no position to keep");
-  const std::int64_t capacity = layers[0].capacity();
-  position = full({1}, static_cast<double>(length()), {DType::int64, device});  // a fill: nothing copied
-  const Tensor slots = slot_ids(capacity, device);
+  position = std::make_shared<DevicePosition>(length(), layers[0].capacity(), device);
   for (LayerCache& layer : layers) {
-    if (layer.capacity() != capacity || layer.length() != length())
-      throw ValueError("KVCache: every layer's cache must have one capacity and length to share a device position");
-    layer.read_position_from(position, slots);
+    if (layer.length() != length())
+      throw ValueError("KVCache: every layer's cache must hold as many tokens to share a device position");
+    layer.read_position_from(position);
   }
 }
 
@@ -158,14 +135,14 @@ Tensor LanguageModel::forward(const Tensor& ids, KVCache* cache) {
     throw ValueError(
         fmt::format("LanguageModel: a cache of {} layers for a model of {}", cache->layers.size(), cfg.n_layers));
   // At a device position the host knows only that it stays below the cache's capacity.
-  const bool on_device = cache && cache->position.defined();
+  const bool on_device = cache && cache->position;
   const std::int64_t last = on_device ? cache->layers[0].capacity() - 1 : start + T - 1;
   if (cfg.positions != PositionKind::rope && last >= cfg.max_len)
     throw ShapeError(fmt::format("LanguageModel: position {} is past max_len {}", last, cfg.max_len));
   // The table's rows of the step's positions: a narrow at a host position, a gather at a device position (checked
   // against the cache's capacity, past which the device reports an index error).
   const auto rows_at = [&](const Tensor& table) {
-    return on_device ? embedding(narrow(table, 0, 0, last + 1), cache->position) : narrow(table, 0, start, T);
+    return on_device ? cache->position->row_of(table, table.dtype()) : narrow(table, 0, start, T);
   };
   Tensor x = (*tokens)(ids)*std::sqrt(static_cast<double>(cfg.d_model));  // [B, T, D]
   if (cfg.positions == PositionKind::sinusoidal) x = x + rows_at(sinusoids);
@@ -173,7 +150,7 @@ Tensor LanguageModel::forward(const Tensor& ids, KVCache* cache) {
   for (std::int64_t i = 0; i < cfg.n_layers; ++i)
     x = (*blocks)[static_cast<std::size_t>(i)](x, cache ? &cache->layers[static_cast<std::size_t>(i)] : nullptr);
   if (final_norm) x = (*final_norm)(x);
-  if (on_device) add_(cache->position, full({1}, 1, {DType::int64, cache->position.device()}));
+  if (on_device) cache->position->advance();
   // Tied: the logits are x E^T, the same matrix read the other way (Press & Wolf 2017).
   return lm_head ? (*lm_head)(x) : matmul(x, transpose(tokens->weight, 0, 1));  // [B, T, V]
 }

@@ -65,10 +65,10 @@ Tensor angle_tensor(std::int64_t T, std::int64_t Dh, std::int64_t start, double 
   return narrow(k.tables, 1, start - k.start, T);
 }
 
-// The rows of positions [0, limit) as one float64 tensor [limit, Dh] on `device` (a row: its Dh/2 cos, then its Dh/2
-// sin), kept per head size, base and device for at least 1,024 positions and read in part: a decode step's rotation
-// gathers its one row. The eager step before a recording copies the table to the device once; a step recorded after
-// copies nothing, and neither do later generations.
+// The rows of positions [0, N), N >= limit, as one float64 tensor [N, Dh] on `device` (a row: its Dh/2 cos, then its
+// Dh/2 sin), kept per head size, base and device for at least 1,024 positions: a decode step's rotation gathers its
+// one row. The eager step before a recording copies the table to the device once; a step recorded after copies
+// nothing, and neither do later generations.
 Tensor angle_rows(std::int64_t limit, std::int64_t Dh, double base, Device device) {
   using Key = std::tuple<std::int64_t, double, DeviceType, int>;
   static std::mutex mutex;
@@ -86,7 +86,7 @@ Tensor angle_rows(std::int64_t limit, std::int64_t Dh, double base, Device devic
       }
     rows = from_vector(both, {N, Dh}, {DType::float64, device});
   }
-  return narrow(rows, 0, 0, limit);
+  return rows;
 }
 }  // namespace
 
@@ -100,18 +100,14 @@ Tensor rope(const Tensor& x, std::int64_t start, RopePairing pairing, double bas
 }
 
 Tensor rope(const Tensor& x, const Position& at, RopePairing pairing, double base) {
-  if (!at.on_device.defined()) return rope(x, at.start, pairing, base);
-  if (x.dim() != 4 || x.size(2) != 1 || x.size(3) % 2 != 0 || at.limit < 1)
+  if (!at.on_device) return rope(x, at.start, pairing, base);
+  if (x.dim() != 4 || x.size(2) != 1 || x.size(3) % 2 != 0)
     throw ShapeError(
-        fmt::format("rope at a device position expected [B, H, 1, Dh] with Dh even and a limit >= 1, got {} "
-                    "and limit {}",
-                    to_string(x.shape()), at.limit));
+        fmt::format("rope at a device position expected [B, H, 1, Dh] with Dh even, got {}", to_string(x.shape())));
   if (!(base > 1)) throw ValueError(fmt::format("rope: base {} must be > 1", base));
   const std::int64_t Dh = x.size(3);
-  // One gather of the position's float64 row (the ids are checked: a position past the limit is reported), rounded
-  // once to x's dtype as the host's tables are.
-  const Tensor row = embedding(angle_rows(at.limit, Dh, base, x.device()), at.on_device).to(x.dtype());  // [1, Dh]
-  return rotate_pairs(x, narrow(row, 1, 0, Dh / 2), narrow(row, 1, Dh / 2, Dh / 2), pairing);
+  const Tensor row = at.on_device->row_of(angle_rows(at.on_device->limit(), Dh, base, x.device()), x.dtype());
+  return rotate_pairs(x, narrow(row, 1, 0, Dh / 2), narrow(row, 1, Dh / 2, Dh / 2), pairing);  // row [1, Dh]
 }
 
 }  // namespace stepformer::transformer

@@ -61,7 +61,7 @@ std::vector<std::int64_t> generate(LanguageModel& model, const std::vector<std::
     const std::int64_t first_drawn = cache.length() + 1;
     DeviceGraph step(device, [&] {
       const Tensor logits = model(view(token, {1, 1}), &cache);
-      sample_token(view(logits, {logits.size(2)}), o, gen, token, cache.position, first_drawn);
+      sample_token(view(logits, {logits.size(2)}), o, gen, token, cache.position->tensor(), first_drawn);
     });
     for (std::int64_t i = 2; i < count; ++i) {
       if (i > 2) gen.take(1);  // the recording took draw 2's; the generator ends where the eager loop's would

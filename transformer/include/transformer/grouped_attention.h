@@ -20,20 +20,20 @@ Tensor repeat_kv(const Tensor& kv, std::int64_t n_heads);
 // (as Hugging Face's StaticCache): a token's keys are written in place, and attention reads the first length() rows
 // where they lie (flash_attention takes such views), so generating allocates nothing that grows with the sequence.
 //
-// Its position (where the next token goes) is length(), kept by the host; or, after read_position_from(), an int64 [1]
-// tensor on the device that the model advances there after each step (KVCache::keep_position_on_device): a step
+// Its position (where the next token goes) is length(), kept by the host; or, after read_position_from(), a
+// DevicePosition that the model advances on the device after each step (KVCache::keep_position_on_device): a step
 // recorded once as a device graph then writes and reads at the next position at each replay (docs/09_cuda.md,
 // "Graphs"). The host cannot know how many rows that position has filled, so attention then reads all capacity()
-// rows, those at and past the position blocked (blocked()).
+// rows, those past the position blocked (blocked()).
 class LayerCache {
  public:
   explicit LayerCache(std::int64_t capacity);
   std::int64_t capacity() const { return capacity_; }
   std::int64_t length() const { return length_; }  // the tokens appended by the host's calls (not by replays)
   Position position() const;                       // where the next tokens go
-  // Reads the position from `position` (int64 [1]) from here on; `slots` holds 0 .. capacity() - 1 (int64, on the
-  // same device). Each token is then written where `position` says, one a step.
-  void read_position_from(const Tensor& position, const Tensor& slots);
+  // Reads the position from `position` (its limit this cache's capacity) from here on: each token is then written
+  // where it says, one a step.
+  void read_position_from(std::shared_ptr<DevicePosition> position);
   // k, v [B, Hkv, T, Dh] stored at position(). ShapeError past the capacity, for another B, Hkv or Dh, or for T > 1
   // at a device position.
   void append(const Tensor& k, const Tensor& v);
@@ -45,8 +45,8 @@ class LayerCache {
 
  private:
   std::int64_t capacity_, length_ = 0;
-  Tensor k_, v_;             // [B, Hkv, capacity, Dh], undefined until the first append
-  Tensor position_, slots_;  // int64 [1] and [capacity] on the device, after read_position_from
+  Tensor k_, v_;                              // [B, Hkv, capacity, Dh], undefined until the first append
+  std::shared_ptr<DevicePosition> position_;  // after read_position_from
 };
 
 struct AttentionShape {

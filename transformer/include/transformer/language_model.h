@@ -58,7 +58,7 @@ class LMBlock : public nn::CallableModule<LMBlock> {
 // Every layer's cache for one batch of sequences being generated.
 struct KVCache {
   std::vector<LayerCache> layers;
-  Tensor position;  // int64 [1] on the device once keep_position_on_device() has run: the next token's position
+  std::shared_ptr<DevicePosition> position;  // once keep_position_on_device() has run: the next token's position
   std::int64_t length() const { return layers.empty() ? 0 : layers[0].length(); }
   // From here on the position lives on `device` (LayerCache): every layer reads it there, and LanguageModel::forward
   // advances it there after each step of one token. A step recorded as a device graph then runs at the next position
@@ -77,7 +77,7 @@ class LanguageModel : public nn::CallableModule<LanguageModel> {
   Tensor forward(const Tensor& ids, KVCache* cache = nullptr);
   // A cache for sequences of at most `capacity` tokens (prompt and generated together).
   KVCache make_cache(std::int64_t capacity) const {
-    return KVCache{std::vector<LayerCache>(static_cast<std::size_t>(cfg.n_layers), LayerCache(capacity)), Tensor()};
+    return KVCache{std::vector<LayerCache>(static_cast<std::size_t>(cfg.n_layers), LayerCache(capacity)), nullptr};
   }
 
   LMConfig cfg;

@@ -1,9 +1,11 @@
 #pragma once
 // Chapter 12 — rotary position embeddings (RoPE). Read docs/12_modern_lm.md beside this file.
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "autograd/tensor.h"
+#include "transformer/device_position.h"
 
 namespace stepformer::transformer {
 
@@ -23,16 +25,15 @@ RopePairing rope_pairing_from_name(const std::string& name);  // "half" | "adjac
 Tensor rope(const Tensor& x, std::int64_t start, RopePairing pairing = RopePairing::half, double base = 10000.0);
 
 // Where a step's first token is: `start`, a number the host knows; or, for a decode step recorded once as a device
-// graph and replayed at each next position (docs/09_cuda.md, "Graphs"), the int64 [1] tensor `on_device`, read there
-// at each replay (below `limit`; `start` is then where it stood when the host ran the step).
+// graph and replayed at each next position, `on_device`, read there at each replay (`start` is then where it stood
+// when the host ran the step).
 struct Position {
   std::int64_t start = 0;
-  Tensor on_device;
-  std::int64_t limit = 0;
+  std::shared_ptr<DevicePosition> on_device;
 };
-// rope(x, at.start) for a host position. At a device position, x holds one token (T = 1): its cos and sin rows are
-// gathered on the device from tables of positions [0, limit), the same values as the host's tables (built in float64,
-// then rounded to x's dtype). A position past the limit is an index error the device reports.
+// rope(x, at.start) for a host position. At a device position, x holds one token (T = 1): its cos and sin row is
+// gathered there, once a step, from a table of every position below the limit: the same values as the host's
+// tables (built in float64, then rounded to x's dtype).
 Tensor rope(const Tensor& x, const Position& at, RopePairing pairing = RopePairing::half, double base = 10000.0);
 
 }  // namespace stepformer::transformer

@@ -24,7 +24,9 @@ std::int64_t next_token(const Tensor& logits, const SamplingOptions& o, Generato
 // `count` tokens after `prompt` (ids), in eval mode without a graph. With the cache, the prompt is run once and
 // then each step runs one token; without, each step runs the whole sequence so far (the loop a cache removes).
 // Both give the same tokens. Each token is drawn and fed back on the model's device; the host reads them once,
-// at the end. The sequence may not outgrow the model's max_len (sinusoidal or learned positions).
+// at the end. On a CUDA device the cached step is recorded once as a device graph and replayed from the third token
+// on, its position kept on the device (KVCache::keep_position_on_device): the same tokens, one launch a step. The
+// sequence may not outgrow the model's max_len (sinusoidal or learned positions).
 std::vector<std::int64_t> generate(LanguageModel& model, const std::vector<std::int64_t>& prompt, std::int64_t count,
                                    const SamplingOptions& o, Generator& gen, bool use_cache = true);
 
