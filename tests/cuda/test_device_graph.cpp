@@ -93,7 +93,7 @@ TEST_CASE("device graph: the memory a recording allocated stays the graph's whil
 }
 
 // An index check recorded in a graph checks each replay's ids; they are read at the next copy to the host, as the
-// eager op's are (checks.cu). A replay before anyone read the last one's checks reads them first.
+// eager op's are (checks.cu), whichever replay found a bad one.
 TEST_CASE("device graph: a recorded embedding's ids are checked at every replay and reported at the next copy",
           "[cuda][device-graph]") {
   const Device dev = graph_test_device();
@@ -114,7 +114,32 @@ TEST_CASE("device graph: a recorded embedding's ids are checked at every replay 
   fill_in_place(ids, ids_on(dev, {-2, 0}));
   graph.replay();
   fill_in_place(ids, ids_on(dev, {3, 0}));
-  graph.replay();  // reads the last replay's checks before resetting them
+  graph.replay();  // writes another block of slots than the last replay's
   REQUIRE_THROWS_WITH_ALL(rows.cpu(), IndexError, "id -2 at position [0]");
+  CHECK_NOTHROW(rows.cpu());
+}
+
+// The replays write 16 blocks of check slots in turn (checks.cu), so the host waits to read them once in 16 replays
+// (a generated token each, docs/09_cuda.md), not before each; a block is read before it is written again, so a bad
+// id found by a replay 16 replays ago is still reported. Copies between device tensors are no waits.
+TEST_CASE("device graph: replays wait to read their checks once in 16, and a bad id is reported however many follow",
+          "[cuda][device-graph]") {
+  const Device dev = graph_test_device();
+  const NoGradGuard no_grad;
+  const Tensor table = ones({7, 4}, {DType::float32, dev, false});
+  Tensor ids = ids_on(dev, {1, 2});
+  const Tensor good = ids_on(dev, {1, 2}), bad = ids_on(dev, {8, 1});
+  (void)embedding(table, ids).cpu();
+  Tensor rows;
+  DeviceGraph graph(dev, [&] { rows = embedding(table, ids); });
+  fill_in_place(ids, bad);
+  graph.replay();
+  fill_in_place(ids, good);
+  const std::size_t before = host_waits(dev);
+  for (int i = 0; i < 15; ++i) graph.replay();
+  CHECK(host_waits(dev) == before);  // 16 replays, 16 blocks: nothing read yet
+  graph.replay();                    // the first replay's block again: read first
+  CHECK(host_waits(dev) == before + 1);
+  REQUIRE_THROWS_WITH_ALL(rows.cpu(), IndexError, "id 8 at position [0]");
   CHECK_NOTHROW(rows.cpu());
 }

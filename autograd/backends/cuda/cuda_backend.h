@@ -60,8 +60,12 @@ class CudaBackend final : public Backend {
 
   void report_bad_indices();  // checks.cu: reads the checks not yet read; throws for the first that found one
   void take_pending_checks(std::vector<DescribeBadIndex>& checks, std::vector<long long>& found);  // checks_mutex_ held
-  void settle_checks(
-      const long long* slots);  // checks.cu: reads the pending checks in `slots` now (checks_mutex_ held)
+  // checks.cu: reads now the pending checks whose slots lie in [first, end) (checks_mutex_ held)
+  void settle_checks(const long long* first, const long long* end);
+  void start_graph_turns(Graph& graph);  // checks.cu: before a recorded graph's first replay
+  // checks.cu (checks_mutex_ held): the slots the next replay's checks write, having read them if still unread
+  const long long* graph_turn_slots(Graph& graph);
+  void settle_graph_checks(Graph& graph);  // checks.cu: reads all its replays' unread checks now
   void check_indices_in_graph(Graph& graph, const std::int64_t* ids, std::int64_t n, std::int64_t limit,
                               bool has_allowed, std::int64_t allowed, const DescribeBadIndex& describe);
   void refuse_copy_while_recording(const char* direction) const;  // memory.cu

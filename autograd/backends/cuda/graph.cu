@@ -55,6 +55,7 @@ void CudaBackend::end_graph(std::uint64_t id) {
 #else
   recording = nullptr;
 #endif
+  start_graph_turns(graph);
   graph.recorded = true;
 }
 
@@ -67,15 +68,14 @@ void CudaBackend::replay_graph(std::uint64_t id) {
     graph = it->second.get();
   }
   const std::lock_guard<std::mutex> lock(checks_mutex_);
-  // The last replay's checks, if nobody has read them yet, are read before this replay resets their slots.
-  if (!graph->checks.empty()) settle_checks(graph->check_slots);
+  const long long* slots = graph->checks.empty() ? nullptr : graph_turn_slots(*graph);
   ++launches;
 #if defined(__CUDACC__)
   STEPFORMER_CUDA_CHECK(cudaGraphLaunch(graph->exec, 0));
 #else
   for (const auto& run : graph->launches) run();
 #endif
-  if (!graph->checks.empty()) pending_.push_back({graph->check_slots, graph->checks, {}});
+  if (slots) pending_.push_back({slots, graph->checks, {}});
 }
 
 void CudaBackend::release_graph(std::uint64_t id) {
@@ -83,7 +83,7 @@ void CudaBackend::release_graph(std::uint64_t id) {
     const std::lock_guard<std::mutex> lock(checks_mutex_);
     auto it = graphs_.find(id);
     if (it == graphs_.end()) return;
-    if (it->second->check_slots) settle_checks(it->second->check_slots);  // read before the slots are given back
+    settle_graph_checks(*it->second);  // read before the slots are given back
   }
   std::lock_guard<std::mutex> lock(cache_mutex_);
   std::unique_ptr<Graph> graph = std::move(graphs_.at(id));
