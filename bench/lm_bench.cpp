@@ -2,8 +2,9 @@
 // model of `./run demo lm` (the Llama-style block, D 256, 4 layers, 8 heads of which 2 key/value, F 1024 -> SwiGLU
 // 688, vocabulary 2000, batch 16 x 128 tokens), on random ids (speed does not depend on the text). Prints ms per
 // step, tokens/s, MFU (lm_forward_flops over cpu/peak.h's measured peak), then tokens/s of one 256-token sample with
-// the cache and without it (under bf16 autocast with --precision bf16), and on a CUDA device the cached decode step
-// replayed as a graph; --tokens 0 leaves generation out, for a profile of the step alone.
+// the cache and without it (under bf16 autocast with --precision bf16; on a CUDA device generate replays the cached
+// step as a graph, and the launches a token are printed); --tokens 0 leaves generation out, for a profile of the
+// step alone.
 // tools/compare/torch_lm_train.py runs the same model and shapes in PyTorch.
 //
 //   build/bench/bin/lm_bench [--block llama|2017|2017+CHANGE] [--threads N] [--steps N] [--precision fp32|bf16]
@@ -17,7 +18,6 @@
 #include <string>
 
 #include "autograd/autocast.h"
-#include "autograd/device_graph.h"
 #include "autograd/grad_mode.h"
 #include "cpu/peak.h"
 #include "timing.h"
@@ -27,41 +27,6 @@
 
 using namespace stepformer;
 using namespace stepformer::transformer;
-
-namespace {
-
-// What a generated token would cost queued as one graph (docs/09_cuda.md, "Graphs"): the cached decode step at
-// position 33 (after a 32-token prompt and one eager token; RoPE's kept table covers both) recorded once and replayed
-// n times. Each replay redoes that same token, since its position, cache row and draw are frozen in the recording, so
-// this is the bound a device-side position would let generation reach, with attention over 34 keys.
-void replayed_decode_step(LanguageModel& model, const std::string& precision, Device dev, std::int64_t n) {
-  const NoGradGuard no_grad;
-  const AutocastGuard autocast(precision_from_name(precision));  // one scope: weights converted once, not recorded
-  model.eval();
-  const std::int64_t prompt = 32, V = model.cfg.vocab;
-  KVCache cache = model.make_cache(prompt + 2);
-  (void)model(zeros({1, prompt}, {DType::int64, dev}), &cache);
-  const Tensor feed = zeros({1, 1}, {DType::int64, dev});
-  Tensor token = empty({1}, {DType::int64, dev});
-  Generator g(4);
-  const SamplingConfig o{0.8, 0, 0.9};
-  const std::size_t before = kernel_launches(dev);
-  (void)sample_token(view(model(feed, &cache), {V}), o, g, token).token.cpu();
-  const std::size_t eager_launches = kernel_launches(dev) - before;
-  DeviceGraph graph(dev, [&] { (void)sample_token(view(model(feed, &cache), {V}), o, g, token); });
-  graph.replay();  // the first replay uploads the graph to the GPU
-  (void)token.cpu();
-  const double s = bench::seconds([&] {
-    for (std::int64_t i = 0; i < n; ++i) graph.replay();
-    (void)token.cpu();
-  });
-  fmt::print(
-      "the decode step recorded as a graph and replayed {} times: {:.0f} steps/s ({} launches a token eager, "
-      "1 replayed; the same position each time)\n",
-      n, static_cast<double>(n) / s, eager_launches);
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   std::string block = "llama", precision = "fp32", device = "cpu";
@@ -124,21 +89,25 @@ int main(int argc, char** argv) {
   if (tokens == 0) return 0;
   const std::int64_t n = tokens;
   double seconds[2];
-  std::size_t waits[2];
+  std::size_t waits[2], launches[2];
   for (const bool cached : {false, true}) {
     Generator g(3);
-    const std::size_t before = host_waits(dev);
+    const std::size_t waits_before = host_waits(dev), launches_before = kernel_launches(dev);
     seconds[cached] = bench::seconds([&] {
       const AutocastGuard autocast(precision_from_name(precision));  // generation in the precision trained in
       generate(model, {Vocabulary::kEos}, n, {0.8, 0, 0.9}, g, cached);
     });
-    waits[cached] = host_waits(dev) - before;
+    waits[cached] = host_waits(dev) - waits_before;
+    launches[cached] = kernel_launches(dev) - launches_before;
   }
   fmt::print("generation of {} tokens: with the KV cache {:.0f} tokens/s, without {:.0f} tokens/s: {:.1f}x", n,
              n / seconds[1], n / seconds[0], seconds[0] / seconds[1]);
+  const auto per_token = [n](std::size_t count) { return static_cast<double>(count) / static_cast<double>(n); };
   if (waits[1] > 0)  // docs/09_cuda.md, "Where the host waits"
-    fmt::print("; host waits per token {:.1f} with the cache", static_cast<double>(waits[1]) / static_cast<double>(n));
+    fmt::print("; host waits per token {:.2f} with the cache", per_token(waits[1]));
+  if (launches[1] > 0)  // a CUDA device: the steps replayed as one graph each (docs/09_cuda.md, "Graphs")
+    fmt::print("; launches per token {:.1f} with the cache, {:.1f} without", per_token(launches[1]),
+               per_token(launches[0]));
   fmt::print("\n");
-  if (dev.type == DeviceType::cuda || dev.type == DeviceType::cuda_sim) replayed_decode_step(model, precision, dev, n);
   return 0;
 }
