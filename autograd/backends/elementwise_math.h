@@ -271,6 +271,12 @@ inline AdamStep adam_step(const AdamConfig& cfg) {  // host: std::pow once per s
           1.0 - std::pow(cfg.beta2, static_cast<double>(cfg.step)),
           cfg.decoupled};
 }
+// The step with AdamConfig::step_values' lr and bias corrections where `values` is not null (read where it lies: on
+// a GPU, by each thread).
+STEPFORMER_MATH_FN AdamStep at_step_values(AdamStep s, const double* values) {
+  if (values) s.lr = values[0], s.bc1 = values[1], s.bc2 = values[2];
+  return s;
+}
 template <class T>
 STEPFORMER_MATH_FN void adam_element(T& param, T grad, T& m, T& v, const AdamStep& s) {
   double g = grad, p = param;

@@ -27,6 +27,11 @@ void Optimizer::zero_grad() {
   for (auto& [name, p] : params_) p.zero_grad();
 }
 
+void Optimizer::count_replayed_step() {
+  for (std::size_t i = 0; i < params_.size(); ++i)
+    if (params_[i].second.grad().defined()) ++steps_[i];
+}
+
 bool Optimizer::has_state(const std::string& kind, std::size_t i) const {
   auto it = state_.find(kind);
   return it != state_.end() && it->second[i].defined();
@@ -142,7 +147,8 @@ void Adam::step() {
       ++steps_[i];
       done[i] = true;
     }
-    adam_update_(p, g, m, v, AdamConfig{lr_, o_.beta1, o_.beta2, o_.eps, o_.weight_decay, decoupled_, step});
+    adam_update_(p, g, m, v, AdamConfig{lr_, o_.beta1, o_.beta2, o_.eps, o_.weight_decay, decoupled_, step, {}},
+                 step_values_);
   }
 }
 

@@ -550,6 +550,29 @@ std::vector<Case> cases() {
         b.adam_update_many(group, cfg);
         return out;
       });
+      // The step's lr and bias corrections read from the device (a step recorded as a graph): those of step 5 at lr
+      // 0.02, where cfg says step 3 at 0.01.
+      add("adam_update_many", "AdamW, step values on the device, 3 parameters of up to" + size, dt,
+          [=](Device dev, Backend& b) {
+            std::vector<Tensor> out, grads;
+            std::vector<AdamTensors> group;
+            for (std::uint64_t i = 0; i < 3; ++i) {
+              const std::int64_t k = n * static_cast<std::int64_t>(i + 1) / 3;
+              const Tensor p = input(dev, {k}, 210 + 4 * i, dt), g = input(dev, {k}, 211 + 4 * i, dt),
+                           m = input(dev, {k}, 212 + 4 * i, dt, -0.1, 0.1),
+                           v = input(dev, {k}, 213 + 4 * i, dt, 0, 0.1);
+              group.push_back({p.desc(), g.desc(), m.desc(), v.desc()});
+              out.insert(out.end(), {p, m, v});
+              grads.push_back(g);
+            }
+            const Tensor values =
+                from_vector(std::vector<double>{0.02, 1 - std::pow(0.9, 5.0), 1 - std::pow(0.999, 5.0)}, {3},
+                            {DType::float64, dev});
+            AdamConfig cfg;
+            cfg.lr = 0.01, cfg.weight_decay = 0.1, cfg.decoupled = true, cfg.step = 3, cfg.step_values = values.desc();
+            b.adam_update_many(group, cfg);
+            return out;
+          });
       // 21 tensors: one of three chunks on CUDA (9,000 values), then 0 to n values; more than one launch's 16. A
       // backend without the kernel (false) is held to the op's composite, which the reference computes.
       const auto many = [=](Device dev, std::uint64_t seed) {

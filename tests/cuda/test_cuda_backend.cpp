@@ -356,7 +356,7 @@ TEST_CASE("cuda: fused Adam and AdamW steps match the CPU", "[cuda]") {
       Tensor m = zeros({333}, {DType::float32, kCPU}), v = zeros({333}, {DType::float32, kCPU});
       Tensor pd = p.to(dev), gd = g.to(dev), md = m.to(dev), vd = v.to(dev);
       for (std::int64_t step = 1; step <= 3; ++step) {
-        const AdamConfig cfg{1e-2, 0.9, 0.98, 1e-9, 0.01, decoupled, step};
+        const AdamConfig cfg{1e-2, 0.9, 0.98, 1e-9, 0.01, decoupled, step, {}};
         adam_update_(p, g, m, v, cfg);
         adam_update_(pd, gd, md, vd, cfg);
       }

@@ -298,6 +298,7 @@ TEST_CASE("on cuda-sim a training step and a generated token wait and launch no 
   // docs/09_cuda.md's tables. Replays read their index checks once in 16 (checks.cu): none in these 8.
   constexpr std::size_t kStepWaits = 0, kEagerTokenWaits = 0, kReplayedTokenWaits = 0;
   constexpr std::size_t kStepLaunches = 150, kEagerTokenLaunches = 40, kReplayedTokenLaunches = 2;
+  constexpr std::size_t kReplayedStepLaunches = 4;  // the replay, the batch's two copies into place, the loss's copy
   const Device sim{DeviceType::cuda_sim, 0};
   const Device before_default = default_device();
   set_default_device(sim);
@@ -316,6 +317,8 @@ TEST_CASE("on cuda-sim a training step and a generated token wait and launch no 
     return Count{host_waits(sim) - start.waits, kernel_launches(sim) - start.launches};
   };
   const Count step = cost([&] { trainer.step(batch); });
+  trainer.step(batch);  // the third: recorded, then replayed
+  const Count replayed_step = cost([&] { trainer.step(batch); });
   // A generation's own costs (its prompt, the recording of its step) taken away by differences. An eager token: 2
   // tokens after 3 less 1 after 2 (generate replays from its third token on). A replayed token: 11 tokens after 3
   // less 3 after 3, 8 replays apart. The first generations of each length make the tables and memory they keep.
@@ -331,11 +334,15 @@ TEST_CASE("on cuda-sim a training step and a generated token wait and launch no 
   const auto [eager_waits, eager_launches] = per_token(tokens({1, 4, 7}, 2), tokens({1, 4}, 1), 1);
   const auto [replayed_waits, replayed_launches] = per_token(tokens({1, 4, 7}, 11), tokens({1, 4, 7}, 3), 8);
   set_default_device(before_default);
-  WARN("a training step: " << step.waits << " host waits, " << step.launches << " launches; an eager token: "
-                           << eager_waits << " host waits, " << eager_launches << " launches (2 layers); a replayed "
+  WARN("a training step: " << step.waits << " host waits, " << step.launches
+                           << " launches; replayed: " << replayed_step.waits << " host waits, "
+                           << replayed_step.launches << " launches; an eager token: " << eager_waits << " host waits, "
+                           << eager_launches << " launches (2 layers); a replayed "
                            << "token: " << replayed_waits << " host waits, " << replayed_launches << " launches");
   CHECK(step.waits <= kStepWaits);
   CHECK(step.launches <= kStepLaunches);
+  CHECK(replayed_step.waits <= kStepWaits);
+  CHECK(replayed_step.launches <= kReplayedStepLaunches);
   CHECK(eager_waits <= kEagerTokenWaits);
   CHECK(eager_launches <= kEagerTokenLaunches);
   CHECK(replayed_waits <= kReplayedTokenWaits);
@@ -446,4 +453,39 @@ TEST_CASE("on cuda-sim a step recorded at a device position replays token after 
         }
       }
     }
+}
+
+// The trainer's step recorded as a device graph (its third) and replayed: each step's loss and, after the last, every
+// parameter are the eager trainer's bit for bit, with the learning rate changing at every step (warmup) and Adam's
+// bias corrections with it, both read on the device. A replay that read the recorded step's lr and step count, or
+// the same row of the schedule each time, gives other numbers.
+TEST_CASE("on cuda-sim the training step replayed as a device graph gives the eager step's losses and weights",
+          "[ch12][cpu-only]") {
+  const Device sim{DeviceType::cuda_sim, 0};
+  for (const DType precision : {DType::float32, DType::bfloat16}) {
+    DYNAMIC_SECTION(dtype_name(precision)) {
+      Generator g1(8), g2(8), data(3);
+      LanguageModel eager_model(tiny("llama"), g1), replayed_model(tiny("llama"), g2);
+      eager_model.to(sim);
+      replayed_model.to(sim);
+      const LMTrainOptions o{.lr = 2e-2, .warmup = 4, .total_steps = 60, .precision = precision};
+      LMTrainOptions eager_options = o;
+      eager_options.replay = false;
+      LMTrainer eager(eager_model, eager_options), replayed(replayed_model, o);
+      const TokenStream s = repeated_text();
+      for (int step = 1; step <= 6; ++step) {
+        const LMBatch batch = random_windows(s, 4, 12, data);
+        const Tensor want = eager.step(batch), got = replayed.step(batch);
+        INFO("step " << step);
+        CHECK(close(got.cpu(), want.cpu(), 0, 0));
+      }
+      CHECK(replayed.replaying());
+      CHECK_FALSE(eager.replaying());
+      const auto want = eager_model.named_parameters(), got = replayed_model.named_parameters();
+      for (std::size_t i = 0; i < want.size(); ++i) {
+        INFO(want[i].first);
+        CHECK(close(got[i].second.cpu(), want[i].second.cpu(), 0, 0));
+      }
+    }
+  }
 }

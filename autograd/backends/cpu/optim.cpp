@@ -24,7 +24,7 @@ void update_range(double* p, const double* g, double* m, double* v, std::int64_t
 void CpuBackend::adam_update(const TensorDesc& param, const TensorDesc& grad, const TensorDesc& m, const TensorDesc& v,
                              const AdamConfig& cfg) {
   const std::int64_t n = param.numel();
-  const AdamStep s = adam_step(cfg);
+  const AdamStep s = at_step_values(adam_step(cfg), static_cast<const double*>(cfg.step_values.data));
   dispatch_floating(param.dtype, "adam_update", [&](auto t) {
     using T = decltype(t);
     constexpr std::int64_t kChunk = 4096;

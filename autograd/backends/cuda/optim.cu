@@ -17,7 +17,8 @@ namespace stepformer::STEPFORMER_CUDA_NS {
 namespace {
 
 template <class T>
-__global__ void adam_kernel(T* p, const T* g, T* m, T* v, std::int64_t n, AdamStep s) {
+__global__ void adam_kernel(T* p, const T* g, T* m, T* v, std::int64_t n, AdamStep step, const double* values) {
+  const AdamStep s = at_step_values(step, values);
   for (std::int64_t i = global_thread(); i < n; i += grid_threads()) adam_element(p[i], g[i], m[i], v[i], s);
 }
 
@@ -32,7 +33,8 @@ struct AdamGroup {
 };
 
 template <class T>
-__global__ void adam_group_kernel(AdamGroup<T> group, AdamStep s) {
+__global__ void adam_group_kernel(AdamGroup<T> group, AdamStep step, const double* values) {
+  const AdamStep s = at_step_values(step, values);
   const int t = static_cast<int>(blockIdx.y);
   for (std::int64_t i = global_thread(); i < group.n[t]; i += grid_threads())
     adam_element(group.p[t][i], group.g[t][i], group.m[t][i], group.v[t][i], s);
@@ -92,7 +94,7 @@ void CudaBackend::adam_update_many(const std::vector<AdamTensors>& group, const 
       }
       if (largest == 0) continue;
       launch(adam_group_kernel<T>, dim3(blocks_for(largest, 256), static_cast<unsigned>(count)), 256u, 0, args,
-             adam_step(cfg));
+             adam_step(cfg), static_cast<const double*>(cfg.step_values.data));
     }
   });
 }
@@ -104,7 +106,8 @@ void CudaBackend::adam_update(const TensorDesc& param, const TensorDesc& grad, c
   dispatch_floating(param.dtype, "adam_update", [&](auto t) {
     using T = decltype(t);
     launch(adam_kernel<T>, blocks_for(n, 256), 256u, 0, static_cast<T*>(param.data), static_cast<const T*>(grad.data),
-           static_cast<T*>(m.data), static_cast<T*>(v.data), n, adam_step(cfg));
+           static_cast<T*>(m.data), static_cast<T*>(v.data), n, adam_step(cfg),
+           static_cast<const double*>(cfg.step_values.data));
   });
 }
 

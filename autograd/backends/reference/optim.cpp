@@ -8,7 +8,7 @@ namespace stepformer::reference {
 
 void ReferenceBackend::adam_update(const TensorDesc& param, const TensorDesc& grad, const TensorDesc& m,
                                    const TensorDesc& v, const AdamConfig& cfg) {
-  const AdamStep s = adam_step(cfg);
+  const AdamStep s = at_step_values(adam_step(cfg), static_cast<const double*>(cfg.step_values.data));
   dispatch_floating(param.dtype, "adam_update", [&](auto t) {
     using T = decltype(t);
     for (std::int64_t i = 0; i < param.numel(); ++i)

@@ -82,6 +82,10 @@ struct AdamConfig {
   double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.0;
   bool decoupled = false;  // AdamW (Loshchilov & Hutter): decay the weights, not the gradient
   std::int64_t step = 1;   // 1-based, for bias correction
+  // Where data is not null: float64 [3] on the device, this step's lr, 1 - beta1^step and 1 - beta2^step, read
+  // there in place of lr and step's: a step recorded once as a device graph then updates with each replay's
+  // values (LMTrainer's schedule).
+  TensorDesc step_values;
 };
 // One parameter's tensors for adam_update_many: contiguous param, grad, m, v of one numel and dtype.
 struct AdamTensors {

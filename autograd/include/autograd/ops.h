@@ -172,8 +172,10 @@ Tensor& mul_(Tensor& a, const Tensor& b);                      // a *= b, b broa
 void mul_(std::vector<Tensor>& tensors, const Tensor& factor);
 void adam_update_(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const AdamConfig& cfg);
 // The same step on every params[i] with grads[i], ms[i], vs[i] (PyTorch's foreach Adam): the same numbers as one
-// adam_update_ each, in fewer kernel launches on a GPU (Backend::adam_update_many).
+// adam_update_ each, in fewer kernel launches on a GPU (Backend::adam_update_many). `step_values`, when given, is a
+// float64 [3] on their device holding the step's lr, 1 - beta1^step and 1 - beta2^step, read there in place of cfg's
+// (AdamConfig::step_values): a step recorded once as a device graph and replayed takes each replay's values.
 void adam_update_(std::vector<Tensor>& params, const std::vector<Tensor>& grads, std::vector<Tensor>& ms,
-                  std::vector<Tensor>& vs, const AdamConfig& cfg);
+                  std::vector<Tensor>& vs, const AdamConfig& cfg, const Tensor& step_values = {});
 
 }  // namespace stepformer

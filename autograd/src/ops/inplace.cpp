@@ -114,12 +114,23 @@ void adam_update_(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const
 }
 
 void adam_update_(std::vector<Tensor>& params, const std::vector<Tensor>& grads, std::vector<Tensor>& ms,
-                  std::vector<Tensor>& vs, const AdamConfig& cfg) {
+                  std::vector<Tensor>& vs, const AdamConfig& host_cfg, const Tensor& step_values) {
   const std::size_t n = params.size();
   if (grads.size() != n || ms.size() != n || vs.size() != n)
     throw ValueError(fmt::format("adam_update_: {} params, {} grads, {} first and {} second moments", n, grads.size(),
                                  ms.size(), vs.size()));
-  for (std::size_t i = 0; i < n; ++i) check_adam(params[i], grads[i], ms[i], vs[i], cfg);
+  for (std::size_t i = 0; i < n; ++i) check_adam(params[i], grads[i], ms[i], vs[i], host_cfg);
+  AdamConfig cfg = host_cfg;
+  if (step_values.defined()) {
+    if (step_values.shape() != Shape{3} || step_values.dtype() != DType::float64 || !step_values.is_contiguous())
+      throw ShapeError(fmt::format("adam_update_: step_values must be a contiguous float64 [3], got {} {}",
+                                   dtype_name(step_values.dtype()), to_string(step_values.shape())));
+    for (const Tensor& p : params)
+      if (p.device() != step_values.device())
+        throw DeviceError(fmt::format("adam_update_: step_values on {}, a parameter on {}",
+                                      device_name(step_values.device()), device_name(p.device())));
+    cfg.step_values = step_values.desc();
+  }
   // One group per backend and dtype, in the order of their first parameter.
   std::vector<std::size_t> done(n, 0);
   for (std::size_t first = 0; first < n; ++first) {

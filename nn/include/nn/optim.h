@@ -22,6 +22,9 @@ class Optimizer {
   void zero_grad();
   double lr() const { return lr_; }
   void set_lr(double lr);  // what a schedule calls before each step
+  // A step replayed from a device graph (transformer::LMTrainer): the host ran none of step()'s code, so each
+  // parameter with a gradient counts the step here, as step() does.
+  void count_replayed_step();
 
   // The state as tensors: "<kind>.<parameter path>" (e.g. "exp_avg.encoder.w_q.weight") and
   // "step.<parameter path>" (int64). It is saved in checkpoints and restores an exact continuation.
@@ -66,6 +69,10 @@ class Adam : public Optimizer {
   };
   Adam(NamedTensors params, Options o) : Adam(std::move(params), o, false) {}
   void step() override;
+  // From here on each step reads its lr and bias corrections 1 - beta1^t, 1 - beta2^t from `values` (float64 [3] on
+  // the parameters' device) instead of set_lr's and its own step count, so that a training step recorded once as a
+  // device graph takes each replay's (LMTrainer fills them on the device). Undefined: the host's again.
+  void read_step_values_from(Tensor values) { step_values_ = std::move(values); }
 
  protected:
   Adam(NamedTensors params, Options o, bool decoupled);
@@ -73,6 +80,7 @@ class Adam : public Optimizer {
  private:
   Options o_;
   bool decoupled_;
+  Tensor step_values_;
 };
 
 class AdamW : public Adam {
