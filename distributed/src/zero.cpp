@@ -130,7 +130,7 @@ void ZeroAdam::step() {
     Tensor p = narrow(flat_view(params_[i].second), 0, start - offsets_[i], end - start);
     const Tensor g = narrow(grad_shard_, 0, start - lo, end - start);
     Tensor m = narrow(exp_avg_, 0, start - lo, end - start), v = narrow(exp_avg_sq_, 0, start - lo, end - start);
-    adam_update_(p, g, m, v, {lr_, o_.beta1, o_.beta2, o_.eps, o_.weight_decay, false, steps_[i]});
+    adam_update_(p, g, m, v, {lr_, o_.beta1, o_.beta2, o_.eps, o_.weight_decay, false, steps_[i], {}});
     params_[i].second.bump_version();
   }
   // 4. Each parameter's part from the rank that owns it to every rank, in parameter order on every rank.

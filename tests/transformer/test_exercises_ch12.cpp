@@ -243,7 +243,7 @@ TEST_CASE("ex12.6: the KV cache: new tokens at positions cache.length().., appen
   // replayed: generate on a CUDA device): the cache's rows past it are zero and blocked.
   LayerCache replayed(6);
   a(narrow(x, 1, 0, 4), &replayed);
-  replayed.read_position_from(std::make_shared<DevicePosition>(4, 6, Device{}));
+  replayed.read_position_from(std::make_shared<DevicePosition>(4, 6, x.device()));
   INFO("the cache's position in a tensor (generate on a GPU)");
   CHECK(close(a(narrow(x, 1, 4, 1), &replayed), narrow(full, 1, 4, 1), 1e-5, 1e-5));
 }
