@@ -244,6 +244,6 @@ TEST_CASE("ex12.6: the KV cache: new tokens at positions cache.length().., appen
   LayerCache replayed(6);
   a(narrow(x, 1, 0, 4), &replayed);
   replayed.read_position_from(std::make_shared<DevicePosition>(4, 6, x.device()));
-  INFO("the cache's position in a tensor (generate on a GPU)");
+  INFO("the cache's position in a tensor (generate on a GPU): cache->position() carries it, its length() does not");
   CHECK(close(a(narrow(x, 1, 4, 1), &replayed), narrow(full, 1, 4, 1), 1e-5, 1e-5));
 }
