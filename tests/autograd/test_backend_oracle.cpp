@@ -387,6 +387,27 @@ std::vector<Case> cases() {
             b.scatter_add_rows(table.desc(), input(dev, {9, 7}, 83, dt).desc(), ids(dev, v).desc(), v[1]);
             return std::vector<Tensor>{table};
           });
+      // A repeated id keeps its last row on every backend (a GPU's threads must not race for it), and rows of the
+      // leading index p land in their own [n, 7] block.
+      add(
+          "write_rows", "9 rows into a [2, n, 7] table at repeated ids, the last one written" + size, dt,
+          [=](Device dev, Backend& b) {
+            std::vector<std::int64_t> v;
+            for (std::int64_t i = 0; i < 9; ++i) v.push_back((i * 4 + 1) % n);
+            Tensor table = input(dev, {2, n, 7}, 86, dt);
+            const std::vector<double> none = first_bad_index(ids(dev, v), table, [&](const DescribeBadIndex& describe) {
+              return b.write_rows(table.desc(), input(dev, {2, 9, 7}, 87, dt).desc(), ids(dev, v).desc(), describe);
+            });
+            // An id past the table at position 1, reported (its rows not written: the table is not compared).
+            Tensor table_bad = input(dev, {1, n, 7}, 88, dt);
+            const Tensor bad_ids = ids(dev, {0, n, n + 4});
+            const std::vector<double> bad = first_bad_index(bad_ids, table_bad, [&](const DescribeBadIndex& describe) {
+              return b.write_rows(table_bad.desc(), input(dev, {1, 3, 7}, 89, dt).desc(), bad_ids.desc(), describe);
+            });
+            return std::vector<Tensor>{table, from_vector(none, {2}, {DType::float64}),
+                                       from_vector(bad, {2}, {DType::float64})};
+          },
+          1, true);
       // Every backend adds a row's gradients in the order of their positions, so the sums agree to the bit
       // on every device and on every run (a resumed training run must equal an uninterrupted one; atomicAdd
       // on a GPU adds in whatever order the threads arrive).
@@ -673,6 +694,17 @@ std::vector<Case> cases() {
           Tensor out = sentinel(dev, {3, n}, bf16);
           b.fill(transpose(narrow(out, 0, 1, 2), 0, 1).desc(), 3.14159);
           return std::vector<Tensor>{out};
+        },
+        1, true);
+    add(
+        "write_rows", "bfloat16 rows (a KV cache's under autocast) at repeated ids" + size, bf16,
+        [=](Device dev, Backend& b) {
+          const std::vector<std::int64_t> v{n - 1, 0, n - 1};
+          Tensor table = input(kCPU, {2, n, 5}, 25, DType::float32).to(bf16).to(dev);
+          const Tensor rows = input(kCPU, {2, 3, 5}, 26, DType::float32).to(bf16).to(dev);
+          (void)b.write_rows(table.desc(), rows.desc(), ids(dev, v).desc(),
+                             [](std::int64_t, std::int64_t) { return std::string("bad index"); });
+          return std::vector<Tensor>{table};
         },
         1, true);
     add(

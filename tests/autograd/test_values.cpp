@@ -318,6 +318,48 @@ TEST_CASE("sum_of_squares gives each tensor's sum of squares", "[ch00][values]")
   REQUIRE_THROWS_AS(sum_of_squares({ones({2}, {DType::int64})}), DTypeError);
 }
 
+// A token's keys written into a KV cache at a position the host does not read (Backend::write_rows).
+TEST_CASE("index_copy_ writes source's slices at the index along a dim, the last of a repeated index",
+          "[ch00][values]") {
+  const auto index = [](std::vector<std::int64_t> v) {
+    const auto n = static_cast<std::int64_t>(v.size());
+    return from_vector(v, {n}, {DType::int64});
+  };
+  const Tensor src = reshape(arange(0, 12, 1, {DType::float32}), {2, 2, 3});
+  // x = torch.zeros(2, 4, 3); x.index_copy_(1, torch.tensor([3, 0]), torch.arange(12.).reshape(2, 2, 3))
+  Tensor x = zeros({2, 4, 3});
+  const std::uint64_t version = x.version();
+  index_copy_(x, 1, index({3, 0}), src);
+  CHECK(x.to_vector<double>() ==
+        std::vector<double>{3, 4, 5, 0, 0, 0, 0, 0, 0, 0, 1, 2, 9, 10, 11, 0, 0, 0, 0, 0, 0, 6, 7, 8});
+  CHECK(x.version() == version + 1);
+  // A repeated index keeps its last slice; a one-value index; a strided destination (a view into a larger tensor).
+  Tensor y = zeros({2, 4, 3});
+  index_copy_(y, -2, index({1, 1}), src);
+  CHECK(y.to_vector<double>() ==
+        std::vector<double>{0, 0, 0, 3, 4, 5, 0, 0, 0, 0, 0, 0, 0, 0, 0, 9, 10, 11, 0, 0, 0, 0, 0, 0});
+  Tensor big = zeros({2, 6, 3});
+  Tensor window = narrow(big, 1, 1, 4);
+  index_copy_(window, 1, full({1}, 2, {DType::int64}), narrow(src, 1, 1, 1));
+  CHECK(big.to_vector<double>() == std::vector<double>{0, 0, 0, 0, 0, 0, 0, 0, 0, 3, 4,  5,  0, 0, 0, 0, 0, 0,
+                                                       0, 0, 0, 0, 0, 0, 0, 0, 0, 9, 10, 11, 0, 0, 0, 0, 0, 0});
+  // A bad index: at once on a CPU, at the next copy from a GPU; its slices are not written.
+  REQUIRE_THROWS_WITH_ALL(
+      [&] {
+        index_copy_(x, 1, index({0, 7}), src);
+        return x.to_vector<double>();
+      }(),
+      IndexError, "index_copy_", "index 7 at position 1", "dim 1 of size 4");
+  REQUIRE_THROWS_WITH_ALL(index_copy_(x, 1, index({0}), src), ShapeError, "index_copy_", "source must be [2, 1, 3]");
+  REQUIRE_THROWS_WITH_ALL(index_copy_(x, 1, reshape(index({0, 1}), {1, 2}), src), ShapeError, "index_copy_");
+  REQUIRE_THROWS_WITH_ALL(index_copy_(x, 1, index({0, 1}), src.to(DType::float64)), DTypeError, "index_copy_",
+                          "float64");
+  REQUIRE_THROWS_WITH_ALL(index_copy_(x, 3, index({0, 1}), src), DimError, "index_copy_");
+  REQUIRE_THROWS_AS(index_copy_(x, 1, index({0, 1}).to(DType::float32), src), DTypeError);
+  Tensor w = zeros({2, 4, 3}, {DType::float32, default_device(), true});
+  REQUIRE_THROWS_WITH_ALL(index_copy_(w, 1, index({0, 1}), src), AutogradError, "index_copy_");
+}
+
 TEST_CASE("in-place helpers: fill_, copy_ with broadcast and cast, add_, mul_", "[ch00][values]") {
   Tensor a = zeros({2, 3});
   copy_(a, f64({1, 2, 3}, {3}));

@@ -297,7 +297,8 @@ TEST_CASE("on cuda-sim a training step and a generated token wait and launch no 
           "[ch12][cpu-only]") {
   // docs/09_cuda.md's tables. Replays read their index checks once in 16 (checks.cu): none in these 8.
   constexpr std::size_t kStepWaits = 0, kEagerTokenWaits = 0, kReplayedTokenWaits = 0;
-  constexpr std::size_t kStepLaunches = 150, kEagerTokenLaunches = 40, kReplayedTokenLaunches = 2;
+  constexpr std::size_t kStepLaunches = 147, kEagerTokenLaunches = 38, kReplayedTokenLaunches = 2;
+  constexpr std::size_t kDevicePositionTokenLaunches = 41;  // the model's kernels a replayed token runs
   constexpr std::size_t kReplayedStepLaunches = 4;  // the replay, the batch's two copies into place, the loss's copy
   const Device sim{DeviceType::cuda_sim, 0};
   const Device before_default = default_device();
@@ -333,12 +334,23 @@ TEST_CASE("on cuda-sim a training step and a generated token wait and launch no 
   };
   const auto [eager_waits, eager_launches] = per_token(tokens({1, 4, 7}, 2), tokens({1, 4}, 1), 1);
   const auto [replayed_waits, replayed_launches] = per_token(tokens({1, 4, 7}, 11), tokens({1, 4, 7}, 3), 8);
+  // What a replayed token runs on the device: the step at a device position, counted as it runs eagerly.
+  const std::size_t device_position_launches = [&] {
+    const NoGradGuard no_grad;
+    KVCache cache = model.make_cache(8);
+    const Tensor feed = from_vector(std::vector<std::int64_t>{9}, {1, 1}, {DType::int64, sim});
+    model(from_vector(std::vector<std::int64_t>{1, 4, 7}, {1, 3}, {DType::int64, sim}), &cache);
+    cache.keep_position_on_device(sim);
+    model(feed, &cache);  // tables and memory made
+    return cost([&] { model(feed, &cache); }).launches;
+  }();
   set_default_device(before_default);
   WARN("a training step: " << step.waits << " host waits, " << step.launches
                            << " launches; replayed: " << replayed_step.waits << " host waits, "
                            << replayed_step.launches << " launches; an eager token: " << eager_waits << " host waits, "
                            << eager_launches << " launches (2 layers); a replayed "
-                           << "token: " << replayed_waits << " host waits, " << replayed_launches << " launches");
+                           << "token: " << replayed_waits << " host waits, " << replayed_launches
+                           << " launches, of a step of " << device_position_launches << " kernels");
   CHECK(step.waits <= kStepWaits);
   CHECK(step.launches <= kStepLaunches);
   CHECK(replayed_step.waits <= kStepWaits);
@@ -347,6 +359,7 @@ TEST_CASE("on cuda-sim a training step and a generated token wait and launch no 
   CHECK(eager_launches <= kEagerTokenLaunches);
   CHECK(replayed_waits <= kReplayedTokenWaits);
   CHECK(replayed_launches <= kReplayedTokenLaunches);
+  CHECK(device_position_launches <= kDevicePositionTokenLaunches);
 }
 
 // A GPU's memory comes from cudaMalloc, which waits for the device, behind a cache of freed blocks of each size

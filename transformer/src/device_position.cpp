@@ -51,11 +51,6 @@ Tensor DevicePosition::row_of(const Tensor& table, DType dtype) {
   return row;
 }
 
-Tensor DevicePosition::here() {
-  if (!here_.defined()) here_ = eq(slots_, position_);
-  return here_;
-}
-
 Tensor DevicePosition::past() {
   if (!past_.defined()) past_ = gt(slots_, position_);
   return past_;
@@ -64,7 +59,7 @@ Tensor DevicePosition::past() {
 void DevicePosition::advance() {
   add_(position_, one_);
   rows_.clear();
-  here_ = past_ = Tensor();
+  past_ = Tensor();
 }
 
 }  // namespace stepformer::transformer

@@ -57,10 +57,9 @@ void LayerCache::append(const Tensor& k, const Tensor& v) {
     v_ = zeros(buffer, {narrower ? DType::bfloat16 : v.dtype(), v.device()});
   }
   if (position_) {
-    // The row at the device position, chosen on the device: each buffer rewritten with that row replaced.
-    const Tensor row = view(position_->here(), {1, 1, capacity_, 1});
-    copy_(k_, where(row, k.to(k_.dtype()), k_));
-    copy_(v_, where(row, v.to(v_.dtype()), v_));
+    // The row at the device position, which the host does not read: one kernel a buffer writes it there.
+    index_copy_(k_, 2, position_->tensor(), k.to(k_.dtype()));
+    index_copy_(v_, 2, position_->tensor(), v.to(v_.dtype()));
   } else {
     Tensor k_rows = narrow(k_, 2, length_, T), v_rows = narrow(v_, 2, length_, T);
     copy_(k_rows, k);

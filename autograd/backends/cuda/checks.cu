@@ -4,16 +4,15 @@
 // on the device instead, which also surfaces at a later call. Here the error is still the op's typed IndexError,
 // naming the first bad position and its value; it is thrown by copy_to_host, before it copies anything.
 //
-// Each check owns one slot of a ring of kSlots in device memory: {first bad position (INT64_MAX: none), its
-// value}. find_bad_ids_kernel lowers the position with atomicMin (one thread per index); record_bad_value_kernel,
-// queued after it, copies the value while the indices are surely still alive. The slots of the checks not yet read
-// are consecutive: copy_to_host reads them with one copy. The ring is reset by one kernel when it is used up.
-// A recorded graph's checks use slots of its own instead (check_indices_in_graph).
-#include <climits>
+// Each check owns one slot of a ring of kCheckSlots in device memory: {first bad position (LLONG_MAX: none), its
+// value}, written whole by one block (check_ids_in_block, checks.cuh): block 0 of the kernel that reads the ids, or
+// check_ids_kernel's one block. The slots of the checks not yet read are consecutive: copy_to_host reads them with
+// one copy. A recorded graph's checks use slots of its own instead, a block of them per turn.
 #include <string>
 #include <vector>
 
 #include "autograd/errors.h"
+#include "checks.cuh"
 #include "cuda_backend.h"
 #include "device_utils.cuh"
 #include "graph.cuh"
@@ -22,38 +21,12 @@ namespace stepformer::STEPFORMER_CUDA_NS {
 
 namespace {
 
-constexpr std::size_t kSlots = 256;
+constexpr std::size_t kSlots = kCheckSlots;
 // A graph's replays write kGraphTurns blocks of kSlots in turn: the host waits to read them once in kGraphTurns
 // replays (a generated token each), not before every replay.
 constexpr std::size_t kGraphTurns = 16;
 
-// Check `index`'s slot: the ring's (turn null), or in a graph the block of the replay running.
-__device__ long long* slot_of(long long* slots, const std::int64_t* turn, std::int64_t index) {
-  return slots + 2 * (index + (turn ? *turn * static_cast<std::int64_t>(kSlots) : 0));
-}
-
-__global__ void reset_slots_kernel(long long* slots, const std::int64_t* turn, std::int64_t first, std::int64_t count) {
-  for (std::int64_t i = global_thread(); i < count; i += grid_threads()) {
-    long long* slot = slot_of(slots, turn, first + i);
-    slot[0] = LLONG_MAX;
-    slot[1] = 0;
-  }
-}
-
-__global__ void find_bad_ids_kernel(const std::int64_t* ids, std::int64_t n, std::int64_t limit, bool has_allowed,
-                                    std::int64_t allowed, long long* slots, const std::int64_t* turn,
-                                    std::int64_t index) {
-  long long* slot = slot_of(slots, turn, index);
-  for (std::int64_t i = global_thread(); i < n; i += grid_threads())
-    if ((ids[i] < 0 || ids[i] >= limit) && !(has_allowed && ids[i] == allowed))
-      atomicMin(slot, static_cast<long long>(i));
-}
-
-__global__ void record_bad_value_kernel(const std::int64_t* ids, long long* slots, const std::int64_t* turn,
-                                        std::int64_t index) {
-  long long* slot = slot_of(slots, turn, index);
-  if (slot[0] != LLONG_MAX) slot[1] = static_cast<long long>(ids[slot[0]]);
-}
+__global__ void check_ids_kernel(IdCheck check) { check_ids_in_block(check); }
 
 // A graph's first kernel: the next block. Set to kGraphTurns - 1 before the first replay, which takes block 0.
 __global__ void next_turn_kernel(std::int64_t* turn) { *turn = (*turn + 1) % static_cast<std::int64_t>(kGraphTurns); }
@@ -95,30 +68,32 @@ void CudaBackend::settle_checks(const long long* first, const long long* end) {
 void CudaBackend::check_indices(const std::int64_t* ids, std::int64_t n, std::int64_t limit, bool has_allowed,
                                 std::int64_t allowed, const DescribeBadIndex& describe) {
   if (n == 0) return;
+  queue_index_check({ids, n, limit, has_allowed, allowed, nullptr, nullptr, 0}, describe,
+                    [&](const IdCheck& check) { launch(check_ids_kernel, 1u, 256u, 0, check); });
+}
+
+void CudaBackend::queue_index_check(IdCheck check, const DescribeBadIndex& describe,
+                                    const std::function<void(const IdCheck&)>& launch_checking) {
   std::vector<DescribeBadIndex> checks;
   std::vector<long long> found;
   {
+    // Held while the kernel is queued: a copy to the host from another thread then reads the slot only after it.
     const std::lock_guard<std::mutex> lock(checks_mutex_);
     if (recording_) {
-      check_indices_in_graph(*graphs_.at(recording_), ids, n, limit, has_allowed, allowed, describe);
+      check_in_graph(*graphs_.at(recording_), check, describe, launch_checking);
       return;
     }
-    if (slots_ == nullptr) {
-      slots_ = static_cast<long long*>(allocate_for_life(2 * kSlots * sizeof(long long)));
-      launch(reset_slots_kernel, 1u, 256u, 0, slots_, nullptr, std::int64_t{0}, static_cast<std::int64_t>(kSlots));
-    }
-    if (ring_used_ == kSlots) {  // every slot used since the ring was reset
+    if (slots_ == nullptr) slots_ = static_cast<long long*>(allocate_for_life(2 * kSlots * sizeof(long long)));
+    if (ring_used_ == kSlots) {  // every slot used since the ring was last read whole
       // A wait, once in kSlots checks with no copy to the host between them.
       if (!pending_.empty()) ++host_waits_;
       take_pending_checks(checks, found);
-      launch(reset_slots_kernel, 1u, 256u, 0, slots_, nullptr, std::int64_t{0}, static_cast<std::int64_t>(kSlots));
       ring_used_ = 0;
     }
-    const auto index = static_cast<std::int64_t>(ring_used_++);
-    long long* slot = slots_ + 2 * index;
-    launch(find_bad_ids_kernel, blocks_for(n, 256), 256u, 0, ids, n, limit, has_allowed, allowed, slots_, nullptr,
-           index);
-    launch(record_bad_value_kernel, 1u, 1u, 0, ids, slots_, nullptr, index);
+    check.slots = slots_;
+    check.index = static_cast<std::int64_t>(ring_used_++);
+    long long* slot = slots_ + 2 * check.index;
+    launch_checking(check);
     const bool ring_run = !pending_.empty() && pending_.back().slots >= slots_ && pending_.back().slots < slot;
     if (ring_run && pending_.back().slots + 2 * pending_.back().describe.size() == slot)  // one copy reads the run
       pending_.back().describe.push_back(describe);
@@ -128,11 +103,10 @@ void CudaBackend::check_indices(const std::int64_t* ids, std::int64_t n, std::in
   throw_first_bad(checks, found);  // an earlier op's, read because the ring was full
 }
 
-// A graph's checks have slots of their own: a block per turn, reset inside the graph before each check, so that
-// every replay reports its own ids; replay_graph queues each replay's block for the next copy to the host as the
-// ring's are.
-void CudaBackend::check_indices_in_graph(Graph& graph, const std::int64_t* ids, std::int64_t n, std::int64_t limit,
-                                         bool has_allowed, std::int64_t allowed, const DescribeBadIndex& describe) {
+// A graph's checks have slots of their own: a block per turn, written again by each replay, so that every replay
+// reports its own ids; replay_graph queues each replay's block for the next copy to the host as the ring's are.
+void CudaBackend::check_in_graph(Graph& graph, IdCheck check, const DescribeBadIndex& describe,
+                                 const std::function<void(const IdCheck&)>& launch_checking) {
   if (graph.checks.size() == kSlots)
     throw ValueError("a graph holds at most " + std::to_string(kSlots) + " index checks (checks.cu)");
   if (graph.check_slots == nullptr) {  // the graph's: held by no tensor
@@ -142,11 +116,10 @@ void CudaBackend::check_indices_in_graph(Graph& graph, const std::int64_t* ids, 
     graph.turn = reinterpret_cast<std::int64_t*>(graph.check_slots + kGraphTurns * 2 * kSlots);
     launch(next_turn_kernel, 1u, 1u, 0, graph.turn);  // before the graph's first check
   }
-  const auto index = static_cast<std::int64_t>(graph.checks.size());
-  launch(reset_slots_kernel, 1u, 1u, 0, graph.check_slots, graph.turn, index, std::int64_t{1});
-  launch(find_bad_ids_kernel, blocks_for(n, 256), 256u, 0, ids, n, limit, has_allowed, allowed, graph.check_slots,
-         graph.turn, index);
-  launch(record_bad_value_kernel, 1u, 1u, 0, ids, graph.check_slots, graph.turn, index);
+  check.slots = graph.check_slots;
+  check.turn = graph.turn;
+  check.index = static_cast<std::int64_t>(graph.checks.size());
+  launch_checking(check);
   graph.checks.push_back(describe);
 }
 

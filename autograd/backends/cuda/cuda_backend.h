@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <unordered_map>
@@ -13,6 +14,8 @@
 #include "autograd/backend.h"
 
 namespace stepformer::STEPFORMER_CUDA_NS {
+
+struct IdCheck;  // checks.cuh
 
 class CudaBackend final : public Backend {
  public:
@@ -51,9 +54,13 @@ class CudaBackend final : public Backend {
                                        const TensorDesc& blocked, const AttentionConfig& cfg);
   // checks.cu: queues a check of ids[0, n) against [0, limit) (`allowed` passes too, where has_allowed) whose result
   // the host reads at its next copy from the device (copy_to_host), which then throws IndexError(describe(first bad
-  // position, its value)). Checks report in the order they were queued.
+  // position, its value)). Checks report in the order they were queued. One kernel of one block.
   void check_indices(const std::int64_t* ids, std::int64_t n, std::int64_t limit, bool has_allowed,
                      std::int64_t allowed, const DescribeBadIndex& describe);
+  // checks.cu: the same check run by the kernel that `launch_checking` queues, whose block 0 calls
+  // check_ids_in_block(check) (checks.cuh) with the check it is given (its slot filled in): no launch of its own.
+  void queue_index_check(IdCheck check, const DescribeBadIndex& describe,
+                         const std::function<void(const IdCheck&)>& launch_checking);
 
  private:
   struct Graph;  // graph.cu
@@ -66,8 +73,8 @@ class CudaBackend final : public Backend {
   // checks.cu (checks_mutex_ held): the slots the next replay's checks write, having read them if still unread
   const long long* graph_turn_slots(Graph& graph);
   void settle_graph_checks(Graph& graph);  // checks.cu: reads all its replays' unread checks now
-  void check_indices_in_graph(Graph& graph, const std::int64_t* ids, std::int64_t n, std::int64_t limit,
-                              bool has_allowed, std::int64_t allowed, const DescribeBadIndex& describe);
+  void check_in_graph(Graph& graph, IdCheck check, const DescribeBadIndex& describe,
+                      const std::function<void(const IdCheck&)>& launch_checking);
   void refuse_copy_while_recording(const char* direction) const;  // memory.cu
   void free_block(void* ptr, std::size_t size);                   // memory.cu: to the cache (cache_mutex_ held)
   void read_device(void* host_dst, const void* src,

@@ -1,8 +1,12 @@
-// Row gather (embedding lookup) and its adjoint, row scatter-add.
+// Row gather (embedding lookup) and its adjoint, row scatter-add; row writes (index_copy_).
 //
-// gather: the ids are checked by check_indices (checks.cu), whose result the host reads at its next copy from the
-//   device; until then a bad id's row reads as zeros. One thread per output element: thread (i, c) of the flat grid
-//   copies table[ids[i], c]; a warp copies 32 consecutive columns of one row.
+// gather: the ids are checked by the kernel's block 0 (check_ids_in_block, checks.cuh), whose result the host reads
+//   at its next copy from the device; until then a bad id's row reads as zeros. One thread per output element:
+//   thread (i, c) of the flat grid copies table[ids[i], c]; a warp copies 32 consecutive columns of one row.
+// write: the same check in block 0; thread (p, i, c) writes rows[p, i, c] to table[p, ids[i], c] unless a later
+//   position holds the same id (the last row wins, as on the CPU, with no two threads writing one element) or the
+//   id is bad. A decoding step writes one row a layer (its keys at the position kept on the device): n is 1 there,
+//   and the scan for repeats is for correctness, not speed (n^2 comparisons).
 // scatter-add: deterministic, and without the host. Repeated ids add into one row; atomicAdd would add them in
 //   the order the threads arrive, which on a GPU changes from run to run in the last bits (a resumed training run
 //   then differs from an uninterrupted one). So the positions are sorted by id, stably, on the device:
@@ -12,6 +16,7 @@
 //   Counting ranks costs n^2 comparisons (4 million for the 2,048 ids of chapter 12's batch, spread over as many
 //   threads); PyTorch's CUDA embedding backward sorts with a radix sort (n log n), which pays off for longer batches.
 //   Sorting on the host instead costs two waits for the device a step (docs/09_cuda.md, "Where the host waits").
+#include "checks.cuh"
 #include "cuda_backend.h"
 #include "device_utils.cuh"
 
@@ -23,7 +28,8 @@ constexpr unsigned kThreads = 256;
 
 template <class T>
 __global__ void gather_rows_kernel(T* out, const T* table, const std::int64_t* ids, std::int64_t n, std::int64_t V,
-                                   std::int64_t D) {
+                                   std::int64_t D, IdCheck check) {
+  if (blockIdx.x == 0) check_ids_in_block(check);
   for (std::int64_t e = global_thread(); e < n * D; e += grid_threads()) {
     const std::int64_t id = ids[e / D];
     out[e] = id >= 0 && id < V ? table[id * D + e % D] : T(0);
@@ -55,18 +61,31 @@ __global__ void scatter_add_rows_kernel(T* table_grad, const T* grad, const std:
   }
 }
 
+template <class T>
+__global__ void write_rows_kernel(T* table, const T* rows, const std::int64_t* ids, std::int64_t P, std::int64_t N,
+                                  std::int64_t n, std::int64_t E, IdCheck check) {
+  if (blockIdx.x == 0) check_ids_in_block(check);
+  for (std::int64_t e = global_thread(); e < P * n * E; e += grid_threads()) {
+    const std::int64_t p = e / (n * E), i = e / E % n, id = ids[i];
+    bool last = id >= 0 && id < N;
+    for (std::int64_t j = i + 1; j < n && last; ++j) last = ids[j] != id;
+    if (last) table[(p * N + id) * E + e % E] = rows[e];
+  }
+}
+
 }  // namespace
 
 std::int64_t CudaBackend::gather_rows(const TensorDesc& out, const TensorDesc& table, const TensorDesc& ids,
                                       const DescribeBadIndex& describe) {
   const std::int64_t n = ids.numel(), V = table.shape[0], D = table.shape[1];
   const auto* id = static_cast<const std::int64_t*>(ids.data);
-  check_indices(id, n, V, false, 0, describe);
-  if (n * D == 0) return -1;
+  if (n == 0) return -1;
   dispatch_floating(table.dtype, "gather_rows", [&](auto t) {
     using T = decltype(t);
-    launch(gather_rows_kernel<T>, blocks_for(n * D, kThreads), kThreads, 0, static_cast<T*>(out.data),
-           static_cast<const T*>(table.data), id, n, V, D);
+    queue_index_check({id, n, V, false, 0, nullptr, nullptr, 0}, describe, [&](const IdCheck& check) {
+      launch(gather_rows_kernel<T>, blocks_for(n * D, kThreads), kThreads, 0, static_cast<T*>(out.data),
+             static_cast<const T*>(table.data), id, n, V, D, check);
+    });
   });
   return -1;
 }
@@ -85,6 +104,21 @@ void CudaBackend::scatter_add_rows(const TensorDesc& table_grad, const TensorDes
            static_cast<const T*>(grad.data), id, order, n, V, D, skip_id);
   });
   deallocate(order, bytes);  // the cache hands it out again only to work queued after these kernels
+}
+
+std::int64_t CudaBackend::write_rows(const TensorDesc& table, const TensorDesc& rows, const TensorDesc& ids,
+                                     const DescribeBadIndex& describe) {
+  const std::int64_t n = ids.numel(), P = table.shape[0], N = table.shape[1], E = table.shape[2];
+  if (n == 0) return -1;
+  const auto* id = static_cast<const std::int64_t*>(ids.data);
+  dispatch_storage(table.dtype, [&](auto t) {
+    using T = decltype(t);
+    queue_index_check({id, n, N, false, 0, nullptr, nullptr, 0}, describe, [&](const IdCheck& check) {
+      launch(write_rows_kernel<T>, blocks_for(P * n * E, kThreads), kThreads, 0, static_cast<T*>(table.data),
+             static_cast<const T*>(rows.data), id, P, N, n, E, check);
+    });
+  });
+  return -1;
 }
 
 }  // namespace stepformer::STEPFORMER_CUDA_NS

@@ -22,8 +22,8 @@ struct CudaBackend::Graph {
   // writes them again, so they go back to the cache only when the graph is released.
   std::vector<std::pair<void*, std::size_t>> unheld;
   // Its index checks (checks.cu): one slot each in a block of its own per turn. The replays take the kGraphTurns
-  // blocks in turn (the turn counter on the device is the graph's first kernel), each resetting and refilling its
-  // block, so that a replay overwrites no results the host has not read until kGraphTurns replays are unread.
+  // blocks in turn (the turn counter on the device is the graph's first kernel), each writing its block again, so that
+  // a replay overwrites no results the host has not read until kGraphTurns replays are unread.
   long long* check_slots = nullptr;  // kGraphTurns blocks of kSlots
   std::int64_t* turn = nullptr;      // on the device: the block of the replay running
   std::size_t replays = 0;

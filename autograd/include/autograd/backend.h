@@ -216,6 +216,11 @@ class Backend {
   // table_grad[ids[i], :] += grad[i, :] for every i with ids[i] != skip_id (repeated ids accumulate).
   virtual void scatter_add_rows(const TensorDesc& table_grad, const TensorDesc& grad, const TensorDesc& ids,
                                 std::int64_t skip_id) = 0;
+  // table[p, ids[i], :] = rows[p, i, :] for table [P, N, E] and rows [P, n, E], both contiguous, and ids [n]; where an
+  // id repeats, its last row is the one written. Returns the position of the first id outside [0, N), or -1, having
+  // written nothing then; a GPU reports it later, as gather_rows does (until then a bad id's rows are not written).
+  virtual std::int64_t write_rows(const TensorDesc& table, const TensorDesc& rows, const TensorDesc& ids,
+                                  const DescribeBadIndex& describe) = 0;
 
   // --- fused cross-entropy (log-softmax + NLL with label smoothing) --------------------------------
   // loss[i] = -(1-s) log p[i, t_i] - s/C sum_c log p[i, c]; 0 where t_i == ignore_index. Also writes
@@ -315,6 +320,8 @@ class Backend {
                            const DescribeBadIndex& describe) override;                                                \
   void scatter_add_rows(const TensorDesc& table_grad, const TensorDesc& grad, const TensorDesc& ids,                  \
                         std::int64_t skip_id) override;                                                               \
+  std::int64_t write_rows(const TensorDesc& table, const TensorDesc& rows, const TensorDesc& ids,                     \
+                          const DescribeBadIndex& describe) override;                                                 \
   std::int64_t cross_entropy_forward(const TensorDesc& loss, const TensorDesc& lse, const TensorDesc& logits,         \
                                      const TensorDesc& targets, std::int64_t ignore_index, double smoothing,          \
                                      const DescribeBadIndex& describe) override;                                      \

@@ -167,6 +167,11 @@ Tensor& zero_(Tensor& a);
 Tensor& copy_(Tensor& dst, const Tensor& src);                 // src broadcasts to dst; dtypes may differ
 Tensor& add_(Tensor& a, const Tensor& b, double alpha = 1.0);  // a += alpha * b
 Tensor& mul_(Tensor& a, const Tensor& b);                      // a *= b, b broadcast (one kernel: clip_grad_norm_)
+// dst's slices index[i] along `dim` = source's slice i (torch.Tensor.index_copy_): index int64 [n] (or one value),
+// source shaped as dst but n along dim, same dtype and device. Where an index repeats, its last slice is written
+// (PyTorch leaves that undefined). A bad index writes nothing (on a GPU, reported at the next copy from it). A token's
+// keys written into a KV cache at a position kept on the device, without the host reading it.
+Tensor& index_copy_(Tensor& dst, std::int64_t dim, const Tensor& index, const Tensor& source);
 // Each tensor *= factor, a one-value tensor of their device (PyTorch's foreach mul_): the bits of mul_ on each, in
 // fewer launches on a GPU (Backend::scale_many).
 void mul_(std::vector<Tensor>& tensors, const Tensor& factor);

@@ -71,6 +71,42 @@ Tensor& mul_(Tensor& a, const Tensor& b) {
   return a;
 }
 
+Tensor& index_copy_(Tensor& dst, std::int64_t dim, const Tensor& index, const Tensor& source) {
+  check_writable("index_copy_", dst);
+  detail::check_operands("index_copy_", {&dst, &index, &source}, /*same_dtype=*/false);
+  detail::check_dtype("index_copy_", index, DType::int64, "index");
+  if (source.dtype() != dst.dtype())
+    throw DTypeError(fmt::format("index_copy_: source is {} where the destination is {}", dtype_name(source.dtype()),
+                                 dtype_name(dst.dtype())));
+  const auto d = static_cast<std::size_t>(wrap_dim("index_copy_", dim, dst.dim()));
+  Shape expected = dst.shape();
+  if (index.dim() > 1 || (expected[d] = index.numel(), source.shape() != expected))
+    throw ShapeError(fmt::format("index_copy_: index {} and source {} do not fit dim {} of {}: source must be {}",
+                                 to_string(index.shape()), to_string(source.shape()), dim, to_string(dst.shape()),
+                                 to_string(expected)));
+  const auto product = [](const Shape& s, std::size_t from, std::size_t to) {
+    std::int64_t p = 1;
+    for (std::size_t i = from; i < to; ++i) p *= s[i];
+    return p;
+  };
+  const std::int64_t P = product(dst.shape(), 0, d), N = dst.size(d), E = product(dst.shape(), d + 1, dst.dim()),
+                     n = index.numel();
+  const auto describe = [dim, n, N](std::int64_t position, std::int64_t value) {
+    return fmt::format(
+        "index_copy_: index {} at position {} of {} is out of range for dim {} of size {} (valid: 0 to {})", value,
+        position, n, dim, N, N - 1);
+  };
+  // Backends write [P, N, E] rows of contiguous memory: a strided destination is written through a copy of it.
+  Tensor table = dst.is_contiguous() ? dst : contiguous(dst);
+  const Tensor rows = contiguous(source), ids = contiguous(reshape(index, {n}));
+  const std::int64_t bad =
+      dst.backend().write_rows(view(table, {P, N, E}).desc(), view(rows, {P, n, E}).desc(), ids.desc(), describe);
+  if (bad >= 0) throw IndexError(describe(bad, static_cast<std::int64_t>(ids.at({bad}))));
+  if (!dst.is_same(table)) dst.backend().unary(UnaryOp::copy, dst.desc(), table.desc(), 0.0);
+  dst.bump_version();
+  return dst;
+}
+
 void mul_(std::vector<Tensor>& tensors, const Tensor& factor) {
   if (factor.numel() != 1)
     throw ShapeError(

@@ -10,7 +10,7 @@
 namespace stepformer::transformer {
 
 // The position of a step's one token as an int64 [1] tensor on the device, and what a step reads at it: table rows
-// (RoPE's, the sinusoidal or learned positions') and the masks of the cache rows at and past it. Each is computed
+// (RoPE's, the sinusoidal or learned positions') and the mask of the cache rows past it. Each is computed
 // once a step, by the step's kernels, and shared by its layers; advance() moves the position on the device and
 // drops them. Positions stay below `limit` (the cache's capacity): a gather past it is an index error.
 class DevicePosition {
@@ -20,7 +20,6 @@ class DevicePosition {
   std::int64_t limit() const { return limit_; }
   // Row `position` of a table [limit or more, E] (the first `limit` rows are read), in `dtype`: [1, E].
   Tensor row_of(const Tensor& table, DType dtype);
-  Tensor here();  // bool [limit]: true at the position (the cache row the step writes)
   Tensor past();  // bool [limit]: true past it (the cache rows the step's token may not see)
   void advance();
 
@@ -32,7 +31,7 @@ class DevicePosition {
   Tensor position_, one_, slots_;  // int64 [1], [1] and [limit]: 0 .. limit - 1
   std::int64_t limit_;
   std::vector<Row> rows_;
-  Tensor here_, past_;
+  Tensor past_;
 };
 
 }  // namespace stepformer::transformer
