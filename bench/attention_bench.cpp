@@ -16,9 +16,9 @@
 //   build/bench/bin/attention_bench --layer composite|flash --len T [--threads N]
 #include <fmt/format.h>
 #include <omp.h>
+#include <CLI/CLI.hpp>
 
 #include <cmath>
-#include <cstring>
 #include <limits>
 #include <string>
 
@@ -65,24 +65,21 @@ int layer_step(const std::string& which, std::int64_t T, Device dev) {
 int main(int argc, char** argv) {
   std::string device = "cpu", layer, precision = "fp32";
   std::int64_t max_len = 4096, len = 1024;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    if (!std::strcmp(argv[i], "--device"))
-      device = argv[i + 1];
-    else if (!std::strcmp(argv[i], "--threads"))
-      omp_set_num_threads(std::atoi(argv[i + 1]));
-    else if (!std::strcmp(argv[i], "--max-len"))
-      max_len = std::atoll(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--layer"))
-      layer = argv[i + 1];
-    else if (!std::strcmp(argv[i], "--len"))
-      len = std::atoll(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--precision"))
-      precision = argv[i + 1];
-  }
-  if (precision != "fp32" && precision != "bf16") {
-    fmt::print(stderr, "attention_bench: --precision is fp32 or bf16, not {}\n", precision);
-    return 2;
-  }
+  int threads = 0;
+  CLI::App app{"attention_bench: the composite attention against flash_attention, forward + backward, by length"};
+  app.add_option("--device", device, "cpu, cuda, cuda-sim or reference")->capture_default_str();
+  app.add_option("--threads", threads, "CPU threads (0: OpenMP's default)")->check(CLI::NonNegativeNumber);
+  app.add_option("--max-len", max_len, "the longest T (from 128, doubling)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--precision", precision, "fp32 or bf16 q, k, v")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"fp32", "bf16"}));
+  app.add_option("--layer", layer, "instead, one layer's training step with this attention")
+      ->check(CLI::IsMember({"composite", "flash"}));
+  app.add_option("--len", len, "the layer step's T")->capture_default_str()->check(CLI::PositiveNumber);
+  CLI11_PARSE(app, argc, argv);
+  if (threads > 0) omp_set_num_threads(threads);
   const DType dtype = precision == "bf16" ? DType::bfloat16 : DType::float32;
   const Device dev = parse_device(device);
   if (!layer.empty()) return layer_step(layer, len, dev);

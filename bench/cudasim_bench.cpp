@@ -4,6 +4,7 @@
 //
 //   build/bench/bin/cudasim_bench
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include <vector>
 
@@ -40,7 +41,9 @@ __global__ void shuffles(float* out) {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  CLI::App app{"cudasim_bench: what cuda-sim's emulation costs per CUDA thread (a plain kernel, a barrier, a shuffle)"};
+  CLI11_PARSE(app, argc, argv);
   const unsigned blocks = 1024;
   std::vector<float> out(std::size_t{blocks} * kBlock);
   const double plain = bench::best_seconds([&] { launch(no_barrier, dim3(blocks), dim3(kBlock), 0, out.data()); });

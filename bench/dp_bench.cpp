@@ -11,9 +11,9 @@
 // gradients after backward (the communication backward did not hide), and the mean peak RSS per rank.
 #include <fmt/format.h>
 #include <omp.h>
+#include <CLI/CLI.hpp>
 
 #include <algorithm>
-#include <cstring>
 
 #include "distributed/train.h"
 #include "model_setup.h"
@@ -27,27 +27,16 @@ int main(int argc, char** argv) {
   int steps = 0;
   std::int64_t batch = 0;  // 0: the setup's
   bool zero = false, overlap = true;
-  for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--steps") && i + 1 < argc)
-      steps = std::atoi(argv[++i]);
-    else if (!std::strcmp(argv[i], "--batch") && i + 1 < argc)
-      batch = std::atoll(argv[++i]);
-    else if (!std::strcmp(argv[i], "--zero"))
-      zero = true;
-    else if (!std::strcmp(argv[i], "--precision") && i + 1 < argc &&
-             (!std::strcmp(argv[i + 1], "fp32") || !std::strcmp(argv[i + 1], "bf16")))
-      precision = argv[++i];
-    else if (!std::strcmp(argv[i], "--no-overlap"))
-      overlap = false;
-    else if (!std::strcmp(argv[i], "small") || !std::strcmp(argv[i], "base"))
-      which = argv[i];
-    else {
-      fmt::print(stderr,
-                 "usage: [mpirun -np N] dp_bench [small|base] [--steps N] [--batch ROWS] [--zero] [--no-overlap] "
-                 "[--precision fp32|bf16]\n");
-      return 2;
-    }
-  }
+  CLI::App app{"dp_bench: a training step split over MPI processes (run under mpirun -np N)"};
+  app.add_option("setup", which, "small or base")->capture_default_str()->check(CLI::IsMember({"small", "base"}));
+  app.add_option("--steps", steps, "timed steps (0: 20 small, 4 base)")->check(CLI::NonNegativeNumber);
+  app.add_option("--batch", batch, "rows of the whole batch (0: the setup's)")->check(CLI::NonNegativeNumber);
+  app.add_flag("--zero", zero, "ZeRO-1: each rank keeps and updates its shard of Adam's state");
+  app.add_flag("!--no-overlap", overlap, "all-reduce the gradients after backward, not during it");
+  app.add_option("--precision", precision, "fp32, or bf16 autocast")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"fp32", "bf16"}));
+  CLI11_PARSE(app, argc, argv);
   distributed::Communicator comm;
   omp_set_num_threads(1);
   bench::ModelSetup setup = bench::model_setup(which);

@@ -18,10 +18,10 @@
 
 #include <fmt/format.h>
 #include <omp.h>
+#include <CLI/CLI.hpp>
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include <cstdlib>
-#include <cstring>
 #include <fstream>
 #include <memory>
 #include <random>
@@ -300,22 +300,13 @@ int run_bf16(const std::string& json_path, bool quick, bool cold) {
 int main(int argc, char** argv) {
   std::string json;
   bool dbl = false, bf16 = false, quick = false, cold = false;
-  for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--json") && i + 1 < argc)
-      json = argv[++i];
-    else if (!std::strcmp(argv[i], "--double"))
-      dbl = true;
-    else if (!std::strcmp(argv[i], "--bf16"))
-      bf16 = true;
-    else if (!std::strcmp(argv[i], "--quick"))
-      quick = true;
-    else if (!std::strcmp(argv[i], "--cold"))
-      cold = true;
-    else {
-      fmt::print(stderr, "usage: gemm_bench [--json FILE] [--double] [--bf16] [--quick] [--cold]\n");
-      return 2;
-    }
-  }
+  CLI::App app{"gemm_bench: the CPU GEMM against oneDNN and OpenBLAS, 1 and 2 threads, in GFLOP/s"};
+  app.add_option("--json", json, "also write the results to this JSON file");
+  app.add_flag("--double", dbl, "float64 products (against OpenBLAS alone)");
+  app.add_flag("--bf16", bf16, "bfloat16 operands with a float32 product (against oneDNN's bfloat16 matmul)");
+  app.add_flag("--quick", quick, "the first three shapes, shorter runs");
+  app.add_flag("--cold", cold, "A and B from memory: 64 MB written ahead of each timed run");
+  CLI11_PARSE(app, argc, argv);
   if (cold && dbl) {
     fmt::print(stderr, "gemm_bench: --cold times float32 and bfloat16 products only (not with --double)\n");
     return 2;

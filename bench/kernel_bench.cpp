@@ -7,9 +7,9 @@
 //   build/bench/bin/kernel_bench [--threads N]
 #include <fmt/format.h>
 #include <omp.h>
+#include <CLI/CLI.hpp>
 
 #include <cstdint>
-#include <cstring>
 #include <tuple>
 #include <vector>
 
@@ -21,7 +21,12 @@
 using namespace stepformer;
 
 int main(int argc, char** argv) {
-  if (argc == 3 && !std::strcmp(argv[1], "--threads")) omp_set_num_threads(std::atoi(argv[2]));
+  int requested = 0;
+  CLI::App app{"kernel_bench: the CPU's ceilings, the GEMM micro-kernels' GFLOP/s on one core and memory's GB/s"};
+  app.add_option("--threads", requested, "threads of the bandwidth copy (0: OpenMP's default)")
+      ->check(CLI::NonNegativeNumber);
+  CLI11_PARSE(app, argc, argv);
+  if (requested > 0) omp_set_num_threads(requested);
   const int threads = omp_get_max_threads();
 
   // Arithmetic ceiling: one micro-kernel call after another on panels that stay in L1/L2, one thread.

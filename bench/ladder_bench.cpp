@@ -9,9 +9,9 @@
 //   build/cudasim-check/bin/ladder_bench                (cuda-sim's counts)
 //   build/bench/bin/ladder_bench --device cuda          (a GPU's times; tools/gpu/check.sh runs it)
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include <algorithm>
-#include <cstring>
 #include <string>
 
 #include "cudasim/check.h"
@@ -38,10 +38,8 @@ std::string check(const ladders::Problem& p, const Tensor& out, bool& all_right)
   return right ? "ok" : fmt::format("WRONG (|error| {:.3g})", worst);
 }
 
-int run(int argc, char** argv) {
-  if (argc != 1 && (argc != 3 || std::strcmp(argv[1], "--device")))
-    throw ValueError("usage: ladder_bench [--device cuda-sim|cuda]");
-  const Device dev = parse_device(argc == 3 ? argv[2] : "cuda-sim");
+int run(const std::string& device) {
+  const Device dev = parse_device(device);
   const std::vector<ladders::Problem> problems = ladders::problems(dev);
   const bool count = dev.type == DeviceType::cuda_sim && cudasim::check::instrumented();
   const bool time = dev.type == DeviceType::cuda;
@@ -91,8 +89,13 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  std::string device = "cuda-sim";
+  CLI::App app{
+      "ladder_bench: every version of the CUDA kernel ladders, checked, with cuda-sim's counts or a GPU's times"};
+  app.add_option("--device", device, "cuda-sim (counts in the checking build) or cuda (times)")->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
   try {
-    return run(argc, argv);
+    return run(device);
   } catch (const std::exception& e) {
     fmt::print(stderr, "ladder_bench: {}\n", e.what());
     return 2;

@@ -13,8 +13,8 @@
 // its launches; MFU is printed for the CPU only (cpu/peak.h measures the CPU's peak).
 #include <fmt/format.h>
 #include <omp.h>
+#include <CLI/CLI.hpp>
 
-#include <cstring>
 #include <string>
 
 #include "autograd/autocast.h"
@@ -31,26 +31,18 @@ using namespace stepformer::transformer;
 int main(int argc, char** argv) {
   std::string block = "llama", precision = "fp32", device = "cpu";
   int threads = 0, steps = 10, tokens = 256;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    if (!std::strcmp(argv[i], "--threads"))
-      threads = std::atoi(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--steps"))
-      steps = std::atoi(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--precision"))
-      precision = argv[i + 1];
-    else if (!std::strcmp(argv[i], "--block"))
-      block = argv[i + 1];
-    else if (!std::strcmp(argv[i], "--device"))
-      device = argv[i + 1];
-    else if (!std::strcmp(argv[i], "--tokens"))
-      tokens = std::atoi(argv[i + 1]);
-  }
-  if (argc % 2 == 0 || steps < 1 || tokens < 0 || (precision != "fp32" && precision != "bf16")) {
-    fmt::print(stderr,
-               "usage: lm_bench [--block NAME] [--threads N] [--steps N] [--precision fp32|bf16] [--device NAME] "
-               "[--tokens N]\n");
-    return 2;
-  }
+  CLI::App app{"lm_bench: chapter 12's language model, its training step and generation with and without the cache"};
+  app.add_option("--block", block, "llama, 2017 or 2017+CHANGE (lm_config_from_name)")->capture_default_str();
+  app.add_option("--threads", threads, "CPU threads (0: OpenMP's default)")->check(CLI::NonNegativeNumber);
+  app.add_option("--steps", steps, "timed training steps")->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--precision", precision, "fp32, or bf16 autocast")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"fp32", "bf16"}));
+  app.add_option("--device", device, "cpu, cuda or cuda-sim")->capture_default_str();
+  app.add_option("--tokens", tokens, "tokens of the timed sample (0: no generation)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  CLI11_PARSE(app, argc, argv);
   if (threads > 0) omp_set_num_threads(threads);
   const Device dev = parse_device(device);
   set_default_device(dev);  // the model, its batch and its optimizer's state

@@ -10,8 +10,8 @@
 //   build/bench/bin/train_bench [small|base] [--threads N] [--steps N] [--precision fp32|bf16] [--tokens N]
 #include <fmt/format.h>
 #include <omp.h>
+#include <CLI/CLI.hpp>
 
-#include <cstring>
 #include <fstream>
 #include <string>
 
@@ -35,24 +35,16 @@ int main(int argc, char** argv) {
   std::string which = "small";
   int threads = 0, steps = 0, tokens = -1;
   std::string precision = "fp32";
-  for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--threads") && i + 1 < argc)
-      threads = std::atoi(argv[++i]);
-    else if (!std::strcmp(argv[i], "--steps") && i + 1 < argc)
-      steps = std::atoi(argv[++i]);
-    else if (!std::strcmp(argv[i], "--tokens") && i + 1 < argc)
-      tokens = std::atoi(argv[++i]);
-    else if (!std::strcmp(argv[i], "--precision") && i + 1 < argc &&
-             (!std::strcmp(argv[i + 1], "fp32") || !std::strcmp(argv[i + 1], "bf16")))
-      precision = argv[++i];
-    else if (!std::strcmp(argv[i], "small") || !std::strcmp(argv[i], "base"))
-      which = argv[i];
-    else {
-      fmt::print(stderr,
-                 "usage: train_bench [small|base] [--threads N] [--steps N] [--precision fp32|bf16] [--tokens N]\n");
-      return 2;
-    }
-  }
+  CLI::App app{"train_bench: the chapter 7 Transformer's training step"};
+  app.add_option("setup", which, "small or base")->capture_default_str()->check(CLI::IsMember({"small", "base"}));
+  app.add_option("--threads", threads, "CPU threads (0: OpenMP's default)")->check(CLI::NonNegativeNumber);
+  app.add_option("--steps", steps, "timed steps (0: 30 small, 5 base)")->check(CLI::NonNegativeNumber);
+  app.add_option("--tokens", tokens, "tokens greedy decoding makes (0: no decoding; default: the setup's length)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--precision", precision, "fp32, or bf16 autocast")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"fp32", "bf16"}));
+  CLI11_PARSE(app, argc, argv);
   if (threads > 0) omp_set_num_threads(threads);
   // MFU against the peak of the precision the GEMMs run in (cpu/peak.h).
   const double peak =

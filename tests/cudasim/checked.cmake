@@ -26,8 +26,9 @@ endforeach()
 
 # The kernel ladders' counts (docs/09_cuda.md, "Kernel ladders"): bench/ladder_bench, built here because only
 # this build counts; `ladder_bench counts every version` runs it, so its tables cannot rot.
+find_package(CLI11 REQUIRED)
 add_executable(ladder_bench ${PROJECT_SOURCE_DIR}/bench/ladder_bench.cpp)
-target_link_libraries(ladder_bench PRIVATE stepformer::autograd stepformer::cudasim fmt::fmt stepformer_warnings)
+target_link_libraries(ladder_bench PRIVATE CLI11::CLI11 stepformer::autograd stepformer::cudasim fmt::fmt stepformer_warnings)
 target_include_directories(ladder_bench PRIVATE ${PROJECT_SOURCE_DIR}/autograd/backends/cuda
                                                 ${PROJECT_SOURCE_DIR}/bench ${PROJECT_SOURCE_DIR}/tests/cuda)
 target_compile_definitions(ladder_bench PRIVATE STEPFORMER_CUDA_NS=cuda_sim)
