@@ -70,6 +70,10 @@ const std::vector<AttentionCase> kAttentionCases = {
     {"Dh 16, scores rising along 150 keys", 1, 1, 5, 150, 16, 16, false, false, false, 0, true},
     {"Dh 128, subsequent mask as a tensor, T 66", 1, 1, 66, 66, 128, 128, false, false, true},
     {"Dh 16, pad mask, Tq 200 over Tk 20", 1, 1, 200, 20, 16, 16, true},
+    // One query a head, as a decoding step has (CUDA's attention_decode_kernel): its scores must round as the
+    // backward recomputes them, or q's gradient moves by their rounding where scores are large.
+    {"one query, Dh 64, scores rising along 150 keys", 2, 3, 1, 150, 64, 64, false, false, false, 0, true},
+    {"one query, Dh 40 != Dv 24, pad mask and dropout 0.3", 2, 2, 1, 70, 40, 24, true, false, false, 0.3},
 };
 
 // A case's q, k, v (requiring grad), the incoming gradient g and the mask, in dtype dt.

@@ -12,6 +12,7 @@
 // (float accumulation and vectorised exp), GEMM 1e-5 sqrt(K); a bfloat16 product 2^-7 (one unit of its last
 // bit); conversions, fills, dropout masks and integer results exactly. Uniform and normal fills within rounding:
 // nvcc contracts a + (b - a) * u into one FMA, which rounds once where the reference rounds twice (1 ulp in float64).
+#include <fmt/format.h>
 #include <catch2/generators/catch_generators.hpp>
 #include <fstream>
 #include <functional>
@@ -652,6 +653,41 @@ std::vector<Case> cases() {
               std::sqrt(static_cast<double>(K)) / 2);
         }
   }
+  // --- attention for one query a head (a decoding step's): CUDA's block per head ------------------------------
+  // Grouped heads (4 query heads on 2 key/value heads), keys and values the first Tk rows of a longer cache, heads of
+  // 40/36 and 130/64 (two and five of each lane's dimensions), batch 0's query seeing no key at all (out NaN, lse -inf:
+  // both turned into numbers here, since NaN equals nothing) or, causal with dropout, key 0 alone.
+  for (const DType dt : {DType::float32, DType::float64, DType::bfloat16})
+    for (const std::int64_t Dh : {40, 130})
+      for (const bool causal : {false, true}) {
+        const std::int64_t Dv = Dh == 40 ? 36 : 64, Tk = 45, capacity = 50;
+        add(
+            "attention_forward",
+            fmt::format("1 query, 4 heads on 2, Dh {} Dv {}, {} keys of a cache of {}, {} {}", Dh, Dv, Tk, capacity,
+                        causal ? "causal, dropout 0.2" : "batch 0 sees no key", std::string(dtype_name(dt))),
+            dt,
+            [=](Device dev, Backend& b) {
+              const auto values = [&](const Shape& shape, std::uint64_t seed) {
+                return input(kCPU, shape, seed, DType::float64).to(dt).to(dev);
+              };
+              const Tensor q = values({2, 4, 1, Dh}, 120);
+              const Tensor k = narrow(values({2, 2, capacity, Dh}, 121), 2, 0, Tk);
+              const Tensor v = narrow(values({2, 2, capacity, Dv}, 122), 2, 0, Tk);
+              std::vector<double> pad(static_cast<std::size_t>(2 * Tk));
+              for (std::int64_t j = 0; j < Tk; ++j) pad[static_cast<std::size_t>(j)] = causal ? 0 : 1;
+              for (std::int64_t j = Tk + 2; j < 2 * Tk; j += 5) pad[static_cast<std::size_t>(j)] = 1;
+              const Tensor mask = from_vector(pad, {2, 1, 1, Tk}, {DType::boolean, dev});
+              AttentionConfig cfg;
+              cfg.scale = 0.2, cfg.causal = causal, cfg.dropout = causal ? 0.2 : 0.0, cfg.seed = 3, cfg.offset = 4;
+              const DType stats = dt == DType::bfloat16 ? DType::float32 : dt;
+              Tensor out = sentinel(dev, {2, 4, 1, Dv}, dt), lse = sentinel(dev, {2, 4, 1}, stats);
+              b.attention_forward(out.desc(), lse.desc(), q.desc(), k.desc(), v.desc(), broadcast(mask, {2, 4, 1, Tk}),
+                                  cfg);
+              const Tensor no_key = scalar(-INFINITY, {stats, dev});
+              return std::vector<Tensor>{masked_fill(out, ne(out, out), 777), masked_fill(lse, eq(lse, no_key), -777)};
+            },
+            dt == DType::bfloat16 ? 2 : 4);
+      }
   // --- bfloat16: conversion both ways, fill, where, and the GEMM with a float32 or bfloat16 product -------
   const DType bf16 = DType::bfloat16;
   for (const std::int64_t n : kSizes) {

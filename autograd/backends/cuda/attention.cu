@@ -15,9 +15,9 @@
 // the most a kernel gets without opting in.
 //
 // bfloat16 operands are widened into float32 copies for these float32 kernels and the results rounded back
-// (`Widened`): the same numbers as the reference, at the cost of the copies. The forward of the usual heads (Dh ==
-// Dv in {16, 32, 64, 128}) runs on the tensor cores instead (attention_tensor_cores.cu); a tensor-core backward is
-// a next step (docs/11, "Our deviations").
+// (`Widened`): the same numbers as the reference, at the cost of the copies. The usual heads (Dh == Dv in {16, 32,
+// 64, 128}) run on the tensor cores instead (attention_tensor_cores.cu and its backward). A forward of one query a
+// head, a decoding step's, runs attention_decode_kernel below in every operand type: a block of warps per head.
 #include <algorithm>
 #include <string>
 
@@ -102,6 +102,79 @@ __global__ void attention_forward_kernel(T* out, T* lse, AttentionProblem<T> p, 
   for (std::int64_t d = 0; d < n.Dv; ++d) out[row * n.Dv + d] = acc[r * own_v + d] * inv;
   lse[row] = m + log_(l);
   // END EXERCISE
+}
+
+// One query a head (a decoding step's): a block of kDecodeWarps warps per head, where the kernel above gives the
+// query one thread, which then walks every key alone. The warps take 32 keys at a time in turn, a key a lane: the lane
+// computes its key's score as the backward kernels recompute it (`dot`, the same additions in the same order, so
+// that the probabilities they rebuild from lse sum to 1 to the last bits: a score rounded differently here moves every
+// gradient of q by its rounding, 1e-5 at scores near 40 in float32). Each warp keeps its own online softmax (m and l,
+// and the output for its lanes' dimensions lane + 32 c in registers, each key's weight handed round by a shuffle);
+// the warps' results are merged at the end: out = sum_w acc_w exp(m_w - M) / sum_w l_w exp(m_w - M), M the largest
+// m_w. The sums of weights run in another order than the reference's: the output agrees to rounding, not to the bit.
+constexpr int kDecodeWarps = 4;
+
+template <class C, class T>
+__device__ __forceinline__ C score_dot(const T* a, const T* b, std::int64_t n) {
+  C s = 0;
+  for (std::int64_t d = 0; d < n; ++d) s += static_cast<C>(a[d]) * static_cast<C>(b[d]);
+  return s;
+}
+
+template <class T, int kPerLane>
+__global__ void attention_decode_kernel(T* out, attention_compute_t<T>* lse, AttentionProblem<T> p) {
+  using C = attention_compute_t<T>;  // float for bfloat16 operands
+  const AttentionDims n = p.n;
+  __shared__ C warp_m[kDecodeWarps], warp_l[kDecodeWarps], warp_acc[kDecodeWarps][kPerLane * kWarp];
+  const std::int64_t row = blockIdx.x, b = row / n.H, h = row % n.H;  // query 0 of head (b, h)
+  const int lane = static_cast<int>(threadIdx.x) % kWarp, warp = static_cast<int>(threadIdx.x) / kWarp;
+  const C neg_inf = -INFINITY;
+  C acc[kPerLane] = {};
+  C m = neg_inf, l = 0;
+  const T* query = p.q + row * n.Dh;
+  const T* keys = p.keys(row);
+  const T* values = p.values(row);
+  const std::int64_t key_end = p.mask.causal && n.Tk > 1 ? 1 : n.Tk;  // causal: key 0 alone
+  for (std::int64_t j0 = static_cast<std::int64_t>(warp) * kWarp; j0 < key_end; j0 += kDecodeWarps * kWarp) {
+    const std::int64_t j = j0 + lane;
+    const bool seen = j < key_end && !p.mask.blocked(b, h, 0, j);
+    const C s = seen ? p.scale * score_dot<C>(query, keys + j * n.Dh, n.Dh) : neg_inf;
+    const C step_max = warp_reduce(s, Max{});
+    if (step_max == neg_inf) continue;  // every key of the step blocked (the same for the whole warp)
+    const C m_new = m > step_max ? m : step_max;
+    const C rescale = exp_(m - m_new);  // 0 at the warp's first keys that count (m = -inf)
+    const C w = exp_(s - m_new);        // blocked: exp(-inf) = 0
+    l = l * rescale + warp_reduce(w, Sum{});
+    const C wd = seen ? w * static_cast<C>(p.drop.factor(static_cast<std::uint64_t>(row * n.Tk + j))) : C(0);
+    for (int c = 0; c < kPerLane; ++c) acc[c] *= rescale;
+    for (int t = 0; t < kWarp; ++t) {
+      const C wt = __shfl_sync(kFullMask, wd, t);  // key j0 + t's weight, the same in every lane
+      if (wt == C(0)) continue;
+      for (int c = 0; c < kPerLane; ++c) {
+        const std::int64_t d = lane + c * kWarp;
+        if (d < n.Dv) acc[c] += wt * static_cast<C>(values[(j0 + t) * n.Dv + d]);
+      }
+    }
+    m = m_new;
+  }
+  if (lane == 0) warp_m[warp] = m, warp_l[warp] = l;
+  for (int c = 0; c < kPerLane; ++c) warp_acc[warp][lane + c * kWarp] = acc[c];
+  __syncthreads();
+  C big = neg_inf;
+  for (int w = 0; w < kDecodeWarps; ++w) big = warp_m[w] > big ? warp_m[w] : big;
+  // A warp that saw no key weighs 0 (exp(-inf - M), and not NaN where M is -inf too: no key seen at all).
+  C weight[kDecodeWarps], sum = 0;
+  for (int w = 0; w < kDecodeWarps; ++w) {
+    weight[w] = warp_m[w] == neg_inf ? C(0) : exp_(warp_m[w] - big);
+    sum += warp_l[w] * weight[w];
+  }
+  const C inv = C(1) / sum;  // no key seen: inf, and 0 * inf is NaN, as the kernel above and the composite give
+  for (std::int64_t d = threadIdx.x; d < n.Dv; d += blockDim.x) {
+    C o = 0;
+    for (int w = 0; w < kDecodeWarps; ++w) o += warp_acc[w][d] * weight[w];
+    out[row * n.Dv + d] = static_cast<T>(o * inv);
+  }
+  if (threadIdx.x == 0) lse[row] = big + log_(sum);
 }
 
 // dK and dV: one thread per key; the queries, their output gradients, lse and D = dout . out staged per tile.
@@ -245,11 +318,40 @@ class Widened {
   std::size_t bytes_ = 0;
 };
 
+// attention_decode_kernel for one query a head, with heads of at most 256; false (nothing done) otherwise.
+bool attention_forward_decode(const TensorDesc& out, const TensorDesc& lse, const TensorDesc& q, const TensorDesc& k,
+                              const TensorDesc& v, const TensorDesc& blocked, const AttentionConfig& cfg) {
+  const AttentionDims n = attention_dims(q, v);
+  const std::int64_t widest = std::max(n.Dh, n.Dv), per_lane = (widest + kWarp - 1) / kWarp;
+  if (n.Tq != 1 || per_lane > 8) return false;
+  if (n.B * n.H == 0) return true;
+  dispatch_operands(q.dtype, "attention_forward", [&](auto z) {
+    using T = decltype(z);
+    using C = attention_compute_t<T>;
+    const AttentionProblem<T> p = attention_problem<T>(q, k, v, blocked, cfg);
+    next_launch_flops(static_cast<std::uint64_t>(2 * n.B * n.H * n.Tq * n.Tk * (n.Dh + n.Dv)));
+    const auto run = [&](auto kernel) {
+      launch(kernel, dim3(static_cast<unsigned>(n.B * n.H)), dim3(kDecodeWarps * kWarp), 0, static_cast<T*>(out.data),
+             static_cast<C*>(lse.data), p);
+    };
+    if (per_lane <= 1)
+      run(attention_decode_kernel<T, 1>);
+    else if (per_lane <= 2)
+      run(attention_decode_kernel<T, 2>);
+    else if (per_lane <= 4)
+      run(attention_decode_kernel<T, 4>);
+    else
+      run(attention_decode_kernel<T, 8>);
+  });
+  return true;
+}
+
 }  // namespace
 
 void CudaBackend::attention_forward(const TensorDesc& out, const TensorDesc& lse, const TensorDesc& q,
                                     const TensorDesc& k, const TensorDesc& v, const TensorDesc& blocked,
                                     const AttentionConfig& cfg) {
+  if (attention_forward_decode(out, lse, q, k, v, blocked, cfg)) return;
   if (q.dtype == DType::bfloat16) {
     if (attention_forward_tensor_cores(out, lse, q, k, v, blocked, cfg)) return;
     const Widened qw(*this, q, true), kw(*this, k, true), vw(*this, v, true), ow(*this, out, false);
