@@ -32,10 +32,12 @@ namespace {
 constexpr int kMaxTile = 32;
 constexpr std::size_t kSharedBytes = 48 * 1024;
 
-template <class T>
-__device__ __forceinline__ T dot(const T* a, const T* b, std::int64_t n) {
-  T s = 0;
-  for (std::int64_t d = 0; d < n; ++d) s += a[d] * b[d];
+// a . b added in order from d = 0, in C (the operands' type, or float for bfloat16 operands): every kernel here
+// computes a score so, and the backward's recomputed scores are the forward's to the bit.
+template <class T, class C = T>
+__device__ __forceinline__ C dot(const T* a, const T* b, std::int64_t n) {
+  C s = 0;
+  for (std::int64_t d = 0; d < n; ++d) s += static_cast<C>(a[d]) * static_cast<C>(b[d]);
   return s;
 }
 
@@ -114,13 +116,6 @@ __global__ void attention_forward_kernel(T* out, T* lse, AttentionProblem<T> p, 
 // m_w. The sums of weights run in another order than the reference's: the output agrees to rounding, not to the bit.
 constexpr int kDecodeWarps = 4;
 
-template <class C, class T>
-__device__ __forceinline__ C score_dot(const T* a, const T* b, std::int64_t n) {
-  C s = 0;
-  for (std::int64_t d = 0; d < n; ++d) s += static_cast<C>(a[d]) * static_cast<C>(b[d]);
-  return s;
-}
-
 template <class T, int kPerLane>
 __global__ void attention_decode_kernel(T* out, attention_compute_t<T>* lse, AttentionProblem<T> p) {
   using C = attention_compute_t<T>;  // float for bfloat16 operands
@@ -138,7 +133,7 @@ __global__ void attention_decode_kernel(T* out, attention_compute_t<T>* lse, Att
   for (std::int64_t j0 = static_cast<std::int64_t>(warp) * kWarp; j0 < key_end; j0 += kDecodeWarps * kWarp) {
     const std::int64_t j = j0 + lane;
     const bool seen = j < key_end && !p.mask.blocked(b, h, 0, j);
-    const C s = seen ? p.scale * score_dot<C>(query, keys + j * n.Dh, n.Dh) : neg_inf;
+    const C s = seen ? p.scale * dot<T, C>(query, keys + j * n.Dh, n.Dh) : neg_inf;
     const C step_max = warp_reduce(s, Max{});
     if (step_max == neg_inf) continue;  // every key of the step blocked (the same for the whole warp)
     const C m_new = m > step_max ? m : step_max;

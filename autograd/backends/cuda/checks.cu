@@ -21,8 +21,7 @@ namespace stepformer::STEPFORMER_CUDA_NS {
 
 namespace {
 
-constexpr std::size_t kSlots = kCheckSlots;
-// A graph's replays write kGraphTurns blocks of kSlots in turn: the host waits to read them once in kGraphTurns
+// A graph's replays write kGraphTurns blocks of kCheckSlots in turn: the host waits to read them once in kGraphTurns
 // replays (a generated token each), not before every replay.
 constexpr std::size_t kGraphTurns = 16;
 
@@ -83,9 +82,9 @@ void CudaBackend::queue_index_check(IdCheck check, const DescribeBadIndex& descr
       check_in_graph(*graphs_.at(recording_), check, describe, launch_checking);
       return;
     }
-    if (slots_ == nullptr) slots_ = static_cast<long long*>(allocate_for_life(2 * kSlots * sizeof(long long)));
-    if (ring_used_ == kSlots) {  // every slot used since the ring was last read whole
-      // A wait, once in kSlots checks with no copy to the host between them.
+    if (slots_ == nullptr) slots_ = static_cast<long long*>(allocate_for_life(2 * kCheckSlots * sizeof(long long)));
+    if (ring_used_ == kCheckSlots) {  // every slot used since the ring was last read whole
+      // A wait, once in kCheckSlots checks with no copy to the host between them.
       if (!pending_.empty()) ++host_waits_;
       take_pending_checks(checks, found);
       ring_used_ = 0;
@@ -107,13 +106,13 @@ void CudaBackend::queue_index_check(IdCheck check, const DescribeBadIndex& descr
 // reports its own ids; replay_graph queues each replay's block for the next copy to the host as the ring's are.
 void CudaBackend::check_in_graph(Graph& graph, IdCheck check, const DescribeBadIndex& describe,
                                  const std::function<void(const IdCheck&)>& launch_checking) {
-  if (graph.checks.size() == kSlots)
-    throw ValueError("a graph holds at most " + std::to_string(kSlots) + " index checks (checks.cu)");
+  if (graph.checks.size() == kCheckSlots)
+    throw ValueError("a graph holds at most " + std::to_string(kCheckSlots) + " index checks (checks.cu)");
   if (graph.check_slots == nullptr) {  // the graph's: held by no tensor
-    const std::size_t bytes = kGraphTurns * 2 * kSlots * sizeof(long long) + sizeof(std::int64_t);
+    const std::size_t bytes = kGraphTurns * 2 * kCheckSlots * sizeof(long long) + sizeof(std::int64_t);
     graph.check_slots = static_cast<long long*>(allocate(bytes));
     deallocate(graph.check_slots, bytes);
-    graph.turn = reinterpret_cast<std::int64_t*>(graph.check_slots + kGraphTurns * 2 * kSlots);
+    graph.turn = reinterpret_cast<std::int64_t*>(graph.check_slots + kGraphTurns * 2 * kCheckSlots);
     launch(next_turn_kernel, 1u, 1u, 0, graph.turn);  // before the graph's first check
   }
   check.slots = graph.check_slots;
@@ -130,17 +129,17 @@ void CudaBackend::start_graph_turns(Graph& graph) {
 // The replay's block; before it is written again, the replays not yet read are read (one wait in kGraphTurns).
 const long long* CudaBackend::graph_turn_slots(Graph& graph) {
   const long long* all = graph.check_slots;
-  const long long* block = all + 2 * kSlots * (graph.replays++ % kGraphTurns);
+  const long long* block = all + 2 * kCheckSlots * (graph.replays++ % kGraphTurns);
   for (const PendingChecks& run : pending_)
     if (run.slots == block) {
-      settle_checks(all, all + 2 * kSlots * kGraphTurns);
+      settle_checks(all, all + 2 * kCheckSlots * kGraphTurns);
       break;
     }
   return block;
 }
 
 void CudaBackend::settle_graph_checks(Graph& graph) {
-  if (graph.check_slots) settle_checks(graph.check_slots, graph.check_slots + 2 * kSlots * kGraphTurns);
+  if (graph.check_slots) settle_checks(graph.check_slots, graph.check_slots + 2 * kCheckSlots * kGraphTurns);
 }
 
 void CudaBackend::report_bad_indices() {

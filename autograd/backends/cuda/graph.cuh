@@ -24,7 +24,7 @@ struct CudaBackend::Graph {
   // Its index checks (checks.cu): one slot each in a block of its own per turn. The replays take the kGraphTurns
   // blocks in turn (the turn counter on the device is the graph's first kernel), each writing its block again, so that
   // a replay overwrites no results the host has not read until kGraphTurns replays are unread.
-  long long* check_slots = nullptr;  // kGraphTurns blocks of kSlots
+  long long* check_slots = nullptr;  // kGraphTurns blocks of kCheckSlots
   std::int64_t* turn = nullptr;      // on the device: the block of the replay running
   std::size_t replays = 0;
   std::vector<DescribeBadIndex> checks;

@@ -10,7 +10,7 @@ std::int64_t ReferenceBackend::gather_rows(const TensorDesc& out, const TensorDe
   const std::int64_t n = ids.numel(), V = table.shape[0], D = table.shape[1];
   for (std::int64_t i = 0; i < n; ++i)  // every id is checked before anything is written
     if (flat<std::int64_t>(ids, i) < 0 || flat<std::int64_t>(ids, i) >= V) return i;
-  dispatch_storage(table.dtype, [&](auto t) {
+  dispatch_all(table.dtype, [&](auto t) {
     using T = decltype(t);
     for (std::int64_t i = 0; i < n; ++i)
       for (std::int64_t j = 0; j < D; ++j) flat<T>(out, i * D + j) = flat<T>(table, flat<std::int64_t>(ids, i) * D + j);

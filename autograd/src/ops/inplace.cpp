@@ -84,12 +84,9 @@ Tensor& index_copy_(Tensor& dst, std::int64_t dim, const Tensor& index, const Te
     throw ShapeError(fmt::format("index_copy_: index {} and source {} do not fit dim {} of {}: source must be {}",
                                  to_string(index.shape()), to_string(source.shape()), dim, to_string(dst.shape()),
                                  to_string(expected)));
-  const auto product = [](const Shape& s, std::size_t from, std::size_t to) {
-    std::int64_t p = 1;
-    for (std::size_t i = from; i < to; ++i) p *= s[i];
-    return p;
-  };
-  const std::int64_t P = product(dst.shape(), 0, d), N = dst.size(d), E = product(dst.shape(), d + 1, dst.dim()),
+  const Shape& shape = dst.shape();
+  const auto at_dim = shape.begin() + static_cast<std::ptrdiff_t>(d);
+  const std::int64_t P = numel(Shape(shape.begin(), at_dim)), N = shape[d], E = numel(Shape(at_dim + 1, shape.end())),
                      n = index.numel();
   const auto describe = [dim, n, N](std::int64_t position, std::int64_t value) {
     return fmt::format(
