@@ -65,16 +65,17 @@ Tensor angle_tensor(std::int64_t T, std::int64_t Dh, std::int64_t start, double 
   return narrow(k.tables, 1, start - k.start, T);
 }
 
-// The rows of positions [0, N), N >= limit, as one float64 tensor [N, Dh] on `device` (a row: its Dh/2 cos, then its
-// Dh/2 sin), kept per head size, base and device for at least 1,024 positions: a decode step's rotation gathers its
-// one row. The eager step before a recording copies the table to the device once; a step recorded after copies
-// nothing, and neither do later generations.
-Tensor angle_rows(std::int64_t limit, std::int64_t Dh, double base, Device device) {
-  using Key = std::tuple<std::int64_t, double, DeviceType, int>;
+// The rows of positions [0, N), N >= limit, as one tensor [N, Dh] on o's device in o's dtype (a row: its Dh/2 cos,
+// then its Dh/2 sin; built in float64, then rounded once, as angle_tensor's), kept per head size, base, dtype and
+// device for at least 1,024 positions: a decode step's rotation gathers its one row, in the dtype it multiplies in.
+// The eager step before a recording copies the table to the device once; a step recorded after copies nothing, and
+// neither do later generations.
+Tensor angle_rows(std::int64_t limit, std::int64_t Dh, double base, const Options& o) {
+  using Key = std::tuple<std::int64_t, double, DType, DeviceType, int>;
   static std::mutex mutex;
   static auto* kept = new std::map<Key, Tensor>;  // never destroyed, as angle_tensor's
   const std::lock_guard<std::mutex> lock(mutex);
-  Tensor& rows = (*kept)[Key{Dh, base, device.type, device.index}];
+  Tensor& rows = (*kept)[Key{Dh, base, o.dtype, o.device.type, o.device.index}];
   if (!rows.defined() || rows.size(0) < limit) {
     const std::int64_t pairs = Dh / 2, N = std::max<std::int64_t>(limit, 1024);  // 1,024 rows of Dh 64: 512 KiB
     std::vector<double> c, s, both(static_cast<std::size_t>(N * Dh));
@@ -84,7 +85,7 @@ Tensor angle_rows(std::int64_t limit, std::int64_t Dh, double base, Device devic
         both[static_cast<std::size_t>(t * Dh + i)] = c[static_cast<std::size_t>(t * pairs + i)];
         both[static_cast<std::size_t>(t * Dh + pairs + i)] = s[static_cast<std::size_t>(t * pairs + i)];
       }
-    rows = from_vector(both, {N, Dh}, {DType::float64, device});
+    rows = from_vector(both, {N, Dh}, o);
   }
   return rows;
 }
@@ -106,7 +107,8 @@ Tensor rope(const Tensor& x, const Position& at, RopePairing pairing, double bas
         fmt::format("rope at a device position expected [B, H, 1, Dh] with Dh even, got {}", to_string(x.shape())));
   if (!(base > 1)) throw ValueError(fmt::format("rope: base {} must be > 1", base));
   const std::int64_t Dh = x.size(3);
-  const Tensor row = at.on_device->row_of(angle_rows(at.on_device->limit(), Dh, base, x.device()), x.dtype());
+  const Tensor row =
+      at.on_device->row_of(angle_rows(at.on_device->limit(), Dh, base, {x.dtype(), x.device()}), x.dtype());
   return rotate_pairs(x, narrow(row, 1, 0, Dh / 2), narrow(row, 1, Dh / 2, Dh / 2), pairing);  // row [1, Dh]
 }
 

@@ -12,6 +12,10 @@
 #include "cuda_backend.h"
 #include "device_utils.cuh"
 
+#include <limits>
+
+#include "autograd/errors.h"
+
 namespace stepformer::STEPFORMER_CUDA_NS {
 
 namespace {
@@ -33,47 +37,102 @@ __global__ void random_fill_kernel(T* out, std::int64_t n, Distribution dist, do
   }
 }
 
-// One block draws one token by sampling_math.h's steps: thread 0 finds the largest logit, the block computes the
-// weights and ranks each id by counting the ids likelier than it (V^2 comparisons over the block's threads, as
-// sort_positions_kernel ranks positions) and gathers the weights in rank order; thread 0 cuts (sums the kept
-// mass), the block renormalises, and thread 0 draws: the sums on one thread, in the order every backend sums in.
-// One thread's walks over V values are bound by the latency of each read: from global memory they took most of the
-// kernel's 0.71 ms on an H200 at V = 2,000 (docs/performance.md). So the weights and their sorted copy live in
-// dynamic shared memory (2 V doubles) when they fit in the 48 KiB a launch gets without opting in (V <= 3,072),
-// and in the global scratch otherwise; the same code reads either through `weights` and `sorted`.
+// One block draws one token by sampling_math.h's steps. The block finds the first largest logit (each thread the
+// first largest of its ids, then a tree of 1,024 candidates: the same id `first_max` returns), computes the weights,
+// and sorts the ids likeliest first (`likelier`) with a bitonic sort (Batcher 1968): log2(P) (log2(P) + 1) / 2
+// passes over P = the next power of two >= V, each compare-exchanging disjoint pairs, a barrier between passes. Ids
+// from V to P - 1 pad it and go last. Ranking each id by counting the ids likelier than it took V^2 comparisons
+// on the block's threads: 4 million at V = 2,000, against 66 passes of 1,024 here. Thread 0 then cuts (sums the
+// kept mass), the block renormalises, and thread 0 draws: the sums on one thread, in the order every backend sums
+// in. One thread's walks over V values are bound by the latency of each read: from global memory they took most of
+// the kernel's 0.71 ms on an H200 at V = 2,000 (docs/performance.md). So the weights, the sorted weights and the
+// order (V + P doubles and P int32 ids) live in dynamic shared memory when they fit in the 48 KiB a launch gets
+// without opting in (V <= 2,048), and in global memory otherwise (the weights in `p`, the rest in scratch); the same
+// code reads either through `weights`, `sorted` and `order`.
 constexpr unsigned kSampleThreads = 1024;
-constexpr std::int64_t kSampleSharedValues = 48 * 1024 / (2 * sizeof(double));
+
+STEPFORMER_MATH_FN std::int64_t sort_size(std::int64_t n) {
+  std::int64_t p = 1;
+  while (p < n) p *= 2;
+  return p;
+}
+STEPFORMER_MATH_FN std::size_t sort_bytes(std::int64_t n) {  // the sorted weights and the order
+  return static_cast<std::size_t>(sort_size(n)) * (sizeof(double) + sizeof(std::int32_t));
+}
+// (48 KiB less 5 KiB: the static shared memory, block_first_max's candidates and the cut)
+STEPFORMER_MATH_FN bool sample_in_shared(std::int64_t n) {
+  return static_cast<std::size_t>(n) * sizeof(double) + sort_bytes(n) <= 43 * 1024;
+}
+
+// first_max over the block: id a comes first if its weight is larger, or equal and its id lower; a NaN never comes
+// first (first_max never moves to one) unless it is id 0, where first_max starts and stays.
+__device__ std::int64_t block_first_max(const double* w, std::int64_t n) {
+  __shared__ std::int32_t candidate[kSampleThreads];         // ids below 2^31 (sample_token checks)
+  const auto better = [&](std::int32_t a, std::int32_t b) {  // the earlier of two candidates, -1 for none
+    if (a < 0) return b;
+    if (b < 0) return a;
+    return w[b] > w[a] || (w[b] == w[a] && b < a) ? b : a;
+  };
+  std::int32_t mine = -1;
+  for (std::int64_t v = threadIdx.x; v < n; v += blockDim.x)
+    if (w[v] == w[v]) mine = better(mine, static_cast<std::int32_t>(v));
+  candidate[threadIdx.x] = mine;
+  __syncthreads();
+  for (unsigned half = blockDim.x / 2; half > 0; half /= 2) {
+    if (threadIdx.x < half) candidate[threadIdx.x] = better(candidate[threadIdx.x], candidate[threadIdx.x + half]);
+    __syncthreads();
+  }
+  const std::int64_t best = w[0] == w[0] && candidate[0] >= 0 ? candidate[0] : 0;
+  __syncthreads();  // candidate[0] read by every thread before a next call writes it
+  return best;
+}
+
+// Sorts sorted[0, P) (the weights) and order[0, P) (their ids) likeliest first; ids >= n are padding, last.
+__device__ void bitonic_sort(double* sorted, std::int32_t* order, std::int64_t n, std::int64_t P) {
+  const auto before = [&](std::int64_t a, std::int64_t b) {  // whether slot a's id comes before slot b's
+    if (order[a] >= n || order[b] >= n) return order[a] < order[b];
+    return sorted[a] > sorted[b] || (sorted[a] == sorted[b] && order[a] < order[b]);
+  };
+  for (std::int64_t k = 2; k <= P; k *= 2)
+    for (std::int64_t j = k / 2; j > 0; j /= 2) {
+      for (std::int64_t t = threadIdx.x; t < P / 2; t += blockDim.x) {  // pair t: slots i and i + j
+        const std::int64_t i = 2 * t - (t & (j - 1)), l = i + j;
+        if (before(l, i) == ((i & k) == 0)) {  // runs of k alternate: first-to-last, then last-to-first
+          const double s = sorted[i];
+          sorted[i] = sorted[l], sorted[l] = s;
+          const std::int32_t o = order[i];
+          order[i] = order[l], order[l] = o;
+        }
+      }
+      __syncthreads();
+    }
+}
 
 template <class T>
-__global__ void sample_token_kernel(std::int64_t* token, double* p, std::int64_t* order, double* global_sorted,
-                                    const T* logits, std::int64_t n, SamplingConfig cfg, double u,
-                                    const std::int64_t* counter, std::uint64_t seed, std::uint64_t offset,
-                                    std::int64_t counter_base) {
+__global__ void sample_token_kernel(std::int64_t* token, double* p, void* scratch, const T* logits, std::int64_t n,
+                                    SamplingConfig cfg, double u, const std::int64_t* counter, std::uint64_t seed,
+                                    std::uint64_t offset, std::int64_t counter_base) {
   CUDASIM_DYNAMIC_SHARED(double, shared);
-  const bool in_shared = n <= kSampleSharedValues;
+  const std::int64_t P = sort_size(n);
+  const bool in_shared = sample_in_shared(n);
   double* weights = in_shared ? shared : p;
-  double* sorted = in_shared ? shared + n : global_sorted;
+  double* sorted = in_shared ? shared + n : static_cast<double*>(scratch);
+  auto* order = reinterpret_cast<std::int32_t*>(sorted + P);
   for (std::int64_t v = threadIdx.x; v < n; v += blockDim.x) weights[v] = static_cast<double>(logits[v]);
   __syncthreads();
-  __shared__ std::int64_t best;
-  __shared__ double max_logit;
-  if (threadIdx.x == 0) {
-    best = static_cast<std::int64_t>(first_max(weights, static_cast<std::size_t>(n)));
-    max_logit = weights[best];
-  }
-  __syncthreads();
+  const std::int64_t best = block_first_max(weights, n);
+  const double max_logit = weights[best];
+  __syncthreads();  // every thread has read the largest logit before the weights replace the logits
   for (std::int64_t v = threadIdx.x; v < n; v += blockDim.x)
     weights[v] = sampling_weight(weights[v], max_logit, v == best, cfg.temperature);
   __syncthreads();
-  for (std::int64_t v = threadIdx.x; v < n; v += blockDim.x) {
-    std::int64_t rank = 0;
-    for (std::int64_t w = 0; w < n; ++w) rank += likelier(weights, w, v);
-    order[rank] = v;
+  for (std::int64_t i = threadIdx.x; i < P; i += blockDim.x) {
+    sorted[i] = i < n ? weights[i] : 0.0;
+    order[i] = static_cast<std::int32_t>(i);
   }
   __syncthreads();
-  // cut_and_draw's steps, the gather and the renormalisation spread over the threads, the sums on thread 0
-  for (std::int64_t i = threadIdx.x; i < n; i += blockDim.x) sorted[i] = weights[order[i]];
-  __syncthreads();
+  bitonic_sort(sorted, order, n, P);
+  // cut_and_draw's steps, the renormalisation spread over the threads, the sums on thread 0
   __shared__ Cut kept;
   if (threadIdx.x == 0) kept = cut(sorted, static_cast<std::size_t>(n), cfg);
   __syncthreads();
@@ -103,18 +162,21 @@ void CudaBackend::random_fill(const TensorDesc& out, Distribution dist, double a
 void CudaBackend::sample_token(const TensorDesc& token, const TensorDesc& probs, const TensorDesc& logits,
                                const SamplingConfig& cfg, const TokenDraw& d) {
   const std::int64_t n = logits.numel();
-  const std::size_t bytes = static_cast<std::size_t>(n) * (sizeof(std::int64_t) + sizeof(double));
-  void* scratch = allocate(bytes);
-  auto* order = static_cast<std::int64_t*>(scratch);
+  constexpr std::int64_t kMaxIds = std::numeric_limits<std::int32_t>::max() / 2;  // P, a power of two, in int32
+  if (n > kMaxIds)
+    throw ShapeError("cuda sample_token: " + std::to_string(n) + " logits, more than the " + std::to_string(kMaxIds) +
+                     " ids its sort holds");
+  const bool in_shared = sample_in_shared(n);
+  const std::size_t bytes = in_shared ? 0 : sort_bytes(n);
+  void* scratch = in_shared ? nullptr : allocate(bytes);
   dispatch_floating(logits.dtype, "sample_token", [&](auto t) {
     using T = decltype(t);
-    const std::size_t shared_bytes = n <= kSampleSharedValues ? static_cast<std::size_t>(2 * n) * sizeof(double) : 0;
+    const std::size_t shared_bytes = in_shared ? static_cast<std::size_t>(n) * sizeof(double) + sort_bytes(n) : 0;
     launch(sample_token_kernel<T>, 1u, kSampleThreads, shared_bytes, static_cast<std::int64_t*>(token.data),
-           static_cast<double*>(probs.data), order, reinterpret_cast<double*>(order + n),
-           static_cast<const T*>(logits.data), n, cfg, d.u, static_cast<const std::int64_t*>(d.counter.data), d.seed,
-           d.offset, d.counter_base);
+           static_cast<double*>(probs.data), scratch, static_cast<const T*>(logits.data), n, cfg, d.u,
+           static_cast<const std::int64_t*>(d.counter.data), d.seed, d.offset, d.counter_base);
   });
-  deallocate(scratch, bytes);  // the cache hands it out again only to work queued after this kernel
+  if (scratch) deallocate(scratch, bytes);  // the cache hands it out again only to work queued after this kernel
 }
 
 }  // namespace stepformer::STEPFORMER_CUDA_NS
