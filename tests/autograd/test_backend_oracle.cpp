@@ -781,8 +781,8 @@ std::vector<Case> cases() {
             },
             std::sqrt(static_cast<double>(K)) / 2);
       }
-  // A vocabulary past the 3,072 values whose weights CUDA's sampling kernel keeps in shared memory (random.cu): the
-  // same steps over global memory.
+  // A vocabulary past the 2,048 values whose weights and sort CUDA's sampling kernel keeps in shared memory
+  // (random.cu): the same steps over global memory.
   for (const DType dt : {DType::float32, DType::float64})
     add(
         "sample_token", std::string("temperature 0.8, top_k 900, top_p 0.95, n=4000, ") + std::string(dtype_name(dt)),
