@@ -12,6 +12,7 @@
 #include "cuda_backend.h"
 #include "device_utils.cuh"
 
+#include <bit>
 #include <limits>
 
 #include "autograd/errors.h"
@@ -38,7 +39,7 @@ __global__ void random_fill_kernel(T* out, std::int64_t n, Distribution dist, do
 }
 
 // One block draws one token by sampling_math.h's steps. The block finds the first largest logit (each thread the
-// first largest of its ids, then a tree of 1,024 candidates: the same id `first_max` returns), computes the weights,
+// first largest of its ids, then `block_reduce` over those: the same id `first_max` returns), computes the weights,
 // and sorts the ids likeliest first (`likelier`) with a bitonic sort (Batcher 1968): log2(P) (log2(P) + 1) / 2
 // passes over P = the next power of two >= V, each compare-exchanging disjoint pairs, a barrier between passes. Ids
 // from V to P - 1 pad it and go last. Ranking each id by counting the ids likelier than it took V^2 comparisons
@@ -51,40 +52,19 @@ __global__ void random_fill_kernel(T* out, std::int64_t n, Distribution dist, do
 // code reads either through `weights`, `sorted` and `order`.
 constexpr unsigned kSampleThreads = 1024;
 
-STEPFORMER_MATH_FN std::int64_t sort_size(std::int64_t n) {
-  std::int64_t p = 1;
-  while (p < n) p *= 2;
-  return p;
-}
-STEPFORMER_MATH_FN std::size_t sort_bytes(std::int64_t n) {  // the sorted weights and the order
-  return static_cast<std::size_t>(sort_size(n)) * (sizeof(double) + sizeof(std::int32_t));
-}
-// (48 KiB less 5 KiB: the static shared memory, block_first_max's candidates and the cut)
-STEPFORMER_MATH_FN bool sample_in_shared(std::int64_t n) {
-  return static_cast<std::size_t>(n) * sizeof(double) + sort_bytes(n) <= 43 * 1024;
-}
-
 // first_max over the block: id a comes first if its weight is larger, or equal and its id lower; a NaN never comes
 // first (first_max never moves to one) unless it is id 0, where first_max starts and stays.
 __device__ std::int64_t block_first_max(const double* w, std::int64_t n) {
-  __shared__ std::int32_t candidate[kSampleThreads];         // ids below 2^31 (sample_token checks)
-  const auto better = [&](std::int32_t a, std::int32_t b) {  // the earlier of two candidates, -1 for none
+  const auto earlier = [w](std::int32_t a, std::int32_t b) {  // of two candidate ids (-1: none), the first
     if (a < 0) return b;
     if (b < 0) return a;
     return w[b] > w[a] || (w[b] == w[a] && b < a) ? b : a;
   };
-  std::int32_t mine = -1;
+  std::int32_t mine = -1;  // ids below 2^31 (sample_token checks)
   for (std::int64_t v = threadIdx.x; v < n; v += blockDim.x)
-    if (w[v] == w[v]) mine = better(mine, static_cast<std::int32_t>(v));
-  candidate[threadIdx.x] = mine;
-  __syncthreads();
-  for (unsigned half = blockDim.x / 2; half > 0; half /= 2) {
-    if (threadIdx.x < half) candidate[threadIdx.x] = better(candidate[threadIdx.x], candidate[threadIdx.x + half]);
-    __syncthreads();
-  }
-  const std::int64_t best = w[0] == w[0] && candidate[0] >= 0 ? candidate[0] : 0;
-  __syncthreads();  // candidate[0] read by every thread before a next call writes it
-  return best;
+    if (w[v] == w[v]) mine = earlier(mine, static_cast<std::int32_t>(v));
+  const std::int32_t best = block_reduce(mine, earlier, std::int32_t{-1});
+  return w[0] == w[0] && best >= 0 ? best : 0;
 }
 
 // Sorts sorted[0, P) (the weights) and order[0, P) (their ids) likeliest first; ids >= n are padding, last.
@@ -110,11 +90,10 @@ __device__ void bitonic_sort(double* sorted, std::int32_t* order, std::int64_t n
 
 template <class T>
 __global__ void sample_token_kernel(std::int64_t* token, double* p, void* scratch, const T* logits, std::int64_t n,
-                                    SamplingConfig cfg, double u, const std::int64_t* counter, std::uint64_t seed,
-                                    std::uint64_t offset, std::int64_t counter_base) {
+                                    std::int64_t P, bool in_shared, SamplingConfig cfg, double u,
+                                    const std::int64_t* counter, std::uint64_t seed, std::uint64_t offset,
+                                    std::int64_t counter_base) {
   CUDASIM_DYNAMIC_SHARED(double, shared);
-  const std::int64_t P = sort_size(n);
-  const bool in_shared = sample_in_shared(n);
   double* weights = in_shared ? shared : p;
   double* sorted = in_shared ? shared + n : static_cast<double*>(scratch);
   auto* order = reinterpret_cast<std::int32_t*>(sorted + P);
@@ -166,17 +145,19 @@ void CudaBackend::sample_token(const TensorDesc& token, const TensorDesc& probs,
   if (n > kMaxIds)
     throw ShapeError("cuda sample_token: " + std::to_string(n) + " logits, more than the " + std::to_string(kMaxIds) +
                      " ids its sort holds");
-  const bool in_shared = sample_in_shared(n);
-  const std::size_t bytes = in_shared ? 0 : sort_bytes(n);
-  void* scratch = in_shared ? nullptr : allocate(bytes);
+  const std::int64_t P = std::bit_ceil(static_cast<std::uint64_t>(n));
+  const std::size_t sort_bytes = static_cast<std::size_t>(P) * (sizeof(double) + sizeof(std::int32_t)),
+                    all_bytes = static_cast<std::size_t>(n) * sizeof(double) + sort_bytes;
+  const bool in_shared = all_bytes <= 47 * 1024;  // 48 KiB less the static: block_reduce's partials and the cut
+  void* scratch = in_shared ? nullptr : allocate(sort_bytes);
   dispatch_floating(logits.dtype, "sample_token", [&](auto t) {
     using T = decltype(t);
-    const std::size_t shared_bytes = in_shared ? static_cast<std::size_t>(n) * sizeof(double) + sort_bytes(n) : 0;
-    launch(sample_token_kernel<T>, 1u, kSampleThreads, shared_bytes, static_cast<std::int64_t*>(token.data),
-           static_cast<double*>(probs.data), scratch, static_cast<const T*>(logits.data), n, cfg, d.u,
+    launch(sample_token_kernel<T>, 1u, kSampleThreads, in_shared ? all_bytes : 0,
+           static_cast<std::int64_t*>(token.data), static_cast<double*>(probs.data), scratch,
+           static_cast<const T*>(logits.data), n, P, in_shared, cfg, d.u,
            static_cast<const std::int64_t*>(d.counter.data), d.seed, d.offset, d.counter_base);
   });
-  if (scratch) deallocate(scratch, bytes);  // the cache hands it out again only to work queued after this kernel
+  if (scratch) deallocate(scratch, sort_bytes);  // the cache hands it out again only to work queued after this kernel
 }
 
 }  // namespace stepformer::STEPFORMER_CUDA_NS
