@@ -127,7 +127,7 @@ int main(int argc, char** argv) try {
   double replay_vs_cpu = 0;
   for (std::size_t i = 0; i < cpu.size(); ++i) replay_vs_cpu = worse(replay_vs_cpu, replay[i] - cpu[i]);
   fmt::print(
-      "recorded as a graph: {} launches eager (a fill for the 2, the product, the sum), {} replayed; "
+      "recorded as a graph: {} launches eager (the product by 2, the sum), {} replayed; "
       "max |replay - cpu| = {}\n",
       eager, replayed, replay_vs_cpu);
   return kernel_vs_cpu == 0 && sim_vs_cpu == 0 && replay_vs_cpu == 0 ? 0 : 1;

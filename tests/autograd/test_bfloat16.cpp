@@ -177,6 +177,18 @@ TEST_CASE("elementwise ops and sums on bfloat16 compute in float32 and round onc
   CHECK(add(a, b).dtype() == DType::bfloat16);
   CHECK(bf16_bits(add(a, b)) == bf16_bits(f32(rounded(want_add), {3, 33})));
   CHECK(bf16_bits(mul(a, b)) == bf16_bits(f32(rounded(want_mul), {3, 33})));
+  // A number is a float32 factor, as PyTorch's opmath: 0.1f, not 0.1 rounded to bfloat16 first (0.10009765625),
+  // which gives another bfloat16 for some of these 99 elements.
+  std::vector<float> want_scaled, scaled_by_rounded;
+  const float tenth_rounded = float_from_bf16_bits(bf16_bits_from_float(0.1f));
+  for (const float x : af) {
+    want_scaled.push_back(x * 0.1f);
+    scaled_by_rounded.push_back(x * tenth_rounded);
+  }
+  REQUIRE(rounded(want_scaled) != rounded(scaled_by_rounded));
+  CHECK((a * 0.1).dtype() == DType::bfloat16);
+  CHECK(bf16_bits(a * 0.1) == bf16_bits(f32(rounded(want_scaled), {3, 33})));
+  CHECK(bf16_bits(0.1 * a) == bf16_bits(f32(rounded(want_scaled), {3, 33})));
   // The sum of a row is taken in float32 (a bfloat16 running sum would lose the small terms) and rounded once.
   const Tensor ones_row = full({1, 1000}, 1.0, {DType::bfloat16, default_device()});
   CHECK(sum(ones_row).at({}) == 1000.0);  // 1000 = 0b1111101000 fits 8 significant bits

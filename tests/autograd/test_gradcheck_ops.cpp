@@ -60,6 +60,7 @@ std::vector<Case> cases() {
          return expand(x[0], {4, 3}) * x[1];
        }},
       {"mul", "same tensor twice", {{5}}, [](auto& x) { return x[0] * x[0]; }},
+      {"scale", "a number times a transposed view", {{3, 2}}, [T](auto& x) { return -1.5 * T(x[0]); }},
       {"div", "broadcast", {{2, 3}, {3}}, [](auto& x) { return x[0] / x[1]; }, 0.5, 2.0},
       {"div", "transposed", {{3, 2}, {2, 3}}, [T](auto& x) { return T(x[0]) / x[1]; }, 0.5, 2.0},
       {"neg", "plain", {{2, 3}}, [](auto& x) { return -x[0]; }},

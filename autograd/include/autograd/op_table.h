@@ -10,6 +10,7 @@
   X(add, "elementwise", "ga = sum_to(g, a); gb = sum_to(g, b)")                                              \
   X(sub, "elementwise", "ga = sum_to(g, a); gb = -sum_to(g, b)")                                             \
   X(mul, "elementwise", "ga = sum_to(g * b, a); gb = sum_to(g * a, b)")                                      \
+  X(scale, "elementwise", "ga = g * alpha   (a * alpha for a number alpha: nothing kept)")                   \
   X(div, "elementwise", "ga = sum_to(g / b, a); gb = -sum_to(g * a / b^2, b)")                               \
   X(neg, "elementwise", "ga = -g")                                                                           \
   X(pow, "elementwise", "ga = g * p * a^(p-1)")                                                              \

@@ -40,7 +40,9 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);  // cond ? a
 // x with `value` wherever mask is true (mask broadcasts to x). Not in place: use the result.
 Tensor masked_fill(const Tensor& x, const Tensor& mask, double value);
 
-// A scalar operand becomes a 0-dim tensor of the other operand's dtype and device.
+// A scalar operand becomes a 0-dim tensor of the other operand's dtype and device, except that a floating
+// tensor times a number is one `scale` kernel, as PyTorch's mul by a Python number: the factor in the compute
+// type (float32 for float32 and bfloat16: not rounded to bfloat16 first) and nothing kept for backward.
 Tensor operator+(const Tensor& a, const Tensor& b);
 Tensor operator-(const Tensor& a, const Tensor& b);
 Tensor operator*(const Tensor& a, const Tensor& b);

@@ -72,7 +72,7 @@ Tensor sub(const Tensor& a, const Tensor& b) {
 
 Tensor mul(const Tensor& a, const Tensor& b) {
   Tensor out = arith("mul", BinaryOp::mul, a, b);
-  // x * 0.5 multiplies by a constant: its gradient (a whole reduction) would be thrown away, so an input
+  // x * mask multiplies by a constant: its gradient (a whole reduction) would be thrown away, so an input
   // that needs none gets an undefined gradient.
   const bool a_needs = a.requires_grad(), b_needs = b.requires_grad();
   record(
@@ -94,6 +94,16 @@ Tensor div(const Tensor& a, const Tensor& b) {
          });
   return out;
 }
+
+namespace {
+// x * 0.5: the factor is a kernel argument, not a tensor, so backward needs neither operand (mul keeps both: the
+// composite attention's scores * 1/sqrt(d_k) would hold its [T, T] scores for nothing).
+Tensor scale(const Tensor& a, double factor) {
+  Tensor out = floating_unary("mul", UnaryOp::scale, a, factor);
+  record(Op::scale, out, {a}, [factor](const Tensor& g) -> Gradients { return {scale(g, factor)}; });
+  return out;
+}
+}  // namespace
 
 Tensor neg(const Tensor& a) {
   check_operands("neg", {&a});
@@ -311,11 +321,13 @@ Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
 Tensor operator-(const Tensor& a) { return neg(a); }
 Tensor operator+(const Tensor& a, double b) { return add(a, detail::scalar_like(a, b)); }
 Tensor operator-(const Tensor& a, double b) { return sub(a, detail::scalar_like(a, b)); }
-Tensor operator*(const Tensor& a, double b) { return mul(a, detail::scalar_like(a, b)); }
+Tensor operator*(const Tensor& a, double b) {
+  return is_floating(a.dtype()) ? scale(a, b) : mul(a, detail::scalar_like(a, b));
+}
 Tensor operator/(const Tensor& a, double b) { return div(a, detail::scalar_like(a, b)); }
 Tensor operator+(double a, const Tensor& b) { return add(detail::scalar_like(b, a), b); }
 Tensor operator-(double a, const Tensor& b) { return sub(detail::scalar_like(b, a), b); }
-Tensor operator*(double a, const Tensor& b) { return mul(detail::scalar_like(b, a), b); }
+Tensor operator*(double a, const Tensor& b) { return b * a; }
 Tensor operator/(double a, const Tensor& b) { return div(detail::scalar_like(b, a), b); }
 
 }  // namespace stepformer
