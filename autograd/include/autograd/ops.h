@@ -41,8 +41,9 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);  // cond ? a
 Tensor masked_fill(const Tensor& x, const Tensor& mask, double value);
 
 // A scalar operand becomes a 0-dim tensor of the other operand's dtype and device, except that a floating
-// tensor times a number is one `scale` kernel, as PyTorch's mul by a Python number: the factor in the compute
-// type (float32 for float32 and bfloat16: not rounded to bfloat16 first) and nothing kept for backward.
+// tensor times a number is one `scale` kernel that keeps nothing for backward, as PyTorch's mul by a Python
+// number. The factor is in the compute type, float32 for float32 and bfloat16 (not rounded to bfloat16 first), as
+// PyTorch 2's CPU mul kernel reads it; Debian's PyTorch 1.13 rounds it to bfloat16 first.
 Tensor operator+(const Tensor& a, const Tensor& b);
 Tensor operator-(const Tensor& a, const Tensor& b);
 Tensor operator*(const Tensor& a, const Tensor& b);
