@@ -178,8 +178,7 @@ TEST_CASE("elementwise ops and sums on bfloat16 compute in float32 and round onc
   CHECK(bf16_bits(add(a, b)) == bf16_bits(f32(rounded(want_add), {3, 33})));
   CHECK(bf16_bits(mul(a, b)) == bf16_bits(f32(rounded(want_mul), {3, 33})));
   // A number is a float32 factor, as PyTorch 2's CPU mul kernel reads it: 0.1f, not 0.1 rounded to bfloat16 first
-  // (0.10009765625, what Debian's PyTorch 1.13 multiplies by on the CPU),
-  // which gives another bfloat16 for some of these 99 elements.
+  // (0.10009765625, what Debian's PyTorch 1.13 multiplies by), which gives another bfloat16 for some of these 99.
   std::vector<float> want_scaled, scaled_by_rounded;
   const float tenth_rounded = float_from_bf16_bits(bf16_bits_from_float(0.1f));
   for (const float x : af) {
