@@ -88,7 +88,7 @@ inline std::vector<Problem> problems(Device dev) {
        contiguous(transpose(m, 0, 1)), 0, 8.0 * 512 * 512, 0,
        [=](int v, const Tensor& y) { k.transpose(v, y.desc(), m_dev.desc()); }});
 
-  // GEMM: float32 operands run v1-v3, bfloat16 operands (float32 products, as autocast's) v3 and v4.
+  // GEMM: float32 operands run v1-v3, bfloat16 operands (float32 products, as autocast's) v3 to v6.
   const std::int64_t n = 128;
   const Tensor a = input({n, n}, 24), b = input({n, n}, 25);
   for (const DType dt : {DType::float32, DType::bfloat16}) {

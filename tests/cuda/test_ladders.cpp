@@ -81,7 +81,8 @@ TEST_CASE(
     "the GEMM ladder: v2 reads global memory 16 times less than v1; v3 makes 4 times the arithmetic of v2 "
     "per shared-memory read; v4's 128x128 tile reads global memory half as often as v3's 64x64; v5's ldmatrix "
     "and 64x64 per warp make a quarter of v4's shared reads or fewer, without bank conflicts, and its cp.async "
-    "pipeline passes one barrier per step of k where v4 passes two",
+    "pipeline passes one barrier per step of k where v4 passes two; v6's wgmma leaves the operands' shared-memory "
+    "reads to the tensor cores: no load request of the warps' own, no bank conflicts, on v5's tiles and barriers",
     "[cuda][ladder]") {
   const std::vector<Counters> v = climb("gemm"), bf = climb("gemm_bf16");
   INFO("global load requests: v1 " << v[1].global_load_requests << ", v2 " << v[2].global_load_requests);
@@ -101,6 +102,13 @@ TEST_CASE(
   INFO("barriers per warp: v4 " << per_warp(bf[4]) << ", v5 " << per_warp(bf[5]) << " (" << steps << " steps)");
   CHECK(per_warp(bf[4]) == 2 * steps);
   CHECK(per_warp(bf[5]) == steps + 1);  // and one before the next batch reuses the stages
+  INFO("v6: shared load requests " << bf[6].shared_load_requests << ", bank conflicts " << bf[6].shared_bank_conflicts
+                                   << ", global bytes loaded " << bf[6].global_load_bytes << ", barriers per warp "
+                                   << per_warp(bf[6]));
+  CHECK(bf[6].shared_load_requests == 0);   // the tensor cores read both operands through their descriptors
+  CHECK(bf[6].shared_bank_conflicts == 0);  // a phase of copies lands in 8 rows of one core matrix: 128 bytes
+  CHECK(bf[6].global_load_bytes == bf[5].global_load_bytes);  // v5's 128x128 tile, staged by v5's copies
+  CHECK(per_warp(bf[6]) == steps + 1);
 }
 
 TEST_CASE("GEMM v3 stages transposed operands along their contiguous dimension: coalesced, without bank conflicts",

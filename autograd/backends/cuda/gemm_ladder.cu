@@ -1,9 +1,10 @@
 // The GEMM ladder (ladders.h): c = alpha a b + beta c on strided (possibly batched, possibly transposed)
-// operands, five numbered versions — the path every CUDA GEMM tutorial walks (Simon Boehm, "How to optimize a
+// operands, six numbered versions — the path every CUDA GEMM tutorial walks (Simon Boehm, "How to optimize a
 // CUDA matmul kernel"; CUTLASS's documentation). v1 and v2 live here; v3, register blocking, is the production
-// kernel of float32 and float64 (gemm.cu), v4, the tensor cores, that of bfloat16 operands
-// (gemm_tensor_cores.cu); v5, v4 fed by ldmatrix and cp.async (gemm_pipelined.cu), is proven on cuda-sim and
-// not yet timed on a GPU. Each is checked against the CPU in tests/cuda/test_cuda_backend.cpp; run one with
+// kernel of float32 and float64 (gemm.cu); v4, the tensor cores, has a file of its own (gemm_tensor_cores.cu);
+// v5, v4 fed by ldmatrix and cp.async (gemm_pipelined.cu), is the production kernel of bfloat16 operands; v6,
+// Hopper's wgmma (gemm_wgmma.cu), is proven on cuda-sim and not yet run on a GPU. Each is checked against the CPU
+// in tests/cuda/test_cuda_backend.cpp; run one with
 // `build/cudasim-check/bin/cuda_tests "cuda: GEMM: every version of the ladder matches the CPU"`; what each buys,
 // counted: `build/cudasim-check/bin/ladder_bench`.
 // The batch walk and the store of c are gemm_problem.cuh's, shared by every version.
@@ -82,7 +83,7 @@ void gemm_version(int version, const TensorDesc& c, const TensorDesc& a, const T
   if (version < 1 || version > kGemmVersions)
     throw ValueError("cuda gemm: version " + std::to_string(version) + " does not exist (1 to " +
                      std::to_string(kGemmVersions) + ")");
-  // v1-v3 multiply float32 and float64; v3, v4 and v5 bfloat16 operands (v3 widening them to float32 as it
+  // v1-v3 multiply float32 and float64; v3 to v6 bfloat16 operands (v3 widening them to float32 as it
   // stages).
   const bool bf16 = a.dtype == DType::bfloat16 || b.dtype == DType::bfloat16;
   if (bf16 ? version < 3 : version > 3)
@@ -96,6 +97,7 @@ void gemm_version(int version, const TensorDesc& c, const TensorDesc& a, const T
   if (version == 3) return gemm_register_blocked(p, c.dtype, a.dtype, alpha, beta);
   if (version == 4) return gemm_tensor_cores(p, c.dtype, alpha, beta);
   if (version == 5) return gemm_pipelined(p, c.dtype, alpha, beta);
+  if (version == 6) return gemm_wgmma(p, c.dtype, alpha, beta);
   dispatch_floating(c.dtype, "gemm", [&](auto t) {
     using T = decltype(t);
     const T al = static_cast<T>(alpha), be = static_cast<T>(beta);

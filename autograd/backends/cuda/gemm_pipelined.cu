@@ -23,67 +23,31 @@
 // fragment loads of the inner loop do not branch: read at run time there, they pushed ptxas past 255 registers into
 // spills. 60 KB of shared memory per block: more than the 48 KB a launch gets without
 // asking (cudaFuncSetAttribute below).
-// v5 is proven on cuda-sim (oracle, every check, its counts), which cannot time it: gemm() keeps v4 until a GPU
-// measures v5 faster (docs/09_cuda.md).
+// gemm() runs v5 for bfloat16 operands: an H200 timed it faster than v4 at every shape (docs/09_cuda.md).
 #include <string>
 
-#include "gemm_problem.cuh"
+#include "gemm_staging.cuh"
 
 namespace stepformer::STEPFORMER_CUDA_NS {
 
 namespace {
 
-constexpr int kTile = kPipelinedTile, kStepK = 32, kStages = 3, kThreads = 128,
-              kChunks = 8;                // 8 values in a 16-byte copy
+using staging::along_k, staging::kChunks, staging::kStepK, staging::kThreads, staging::kTile, staging::Operand;
+constexpr int kStages = 3;
 constexpr int kAlongKRow = kStepK + 8;    // values per row of an operand staged along k
 constexpr int kAlongRowsRow = kTile + 8;  // values per k of an operand staged along its rows
 constexpr int kStageValues = kTile * kAlongKRow > kStepK* kAlongRowsRow ? kTile* kAlongKRow : kStepK* kAlongRowsRow;
 constexpr std::size_t kSharedBytes = sizeof(bfloat16) * kStages * 2 * kStageValues;
-constexpr int kCopiesPerStep = 2 * kTile * kStepK / kChunks / kThreads;  // per thread, both operands: 8
-enum Staging : int { kAsyncAlongK, kAsyncAlongRows, kScalarAlongK, kScalarAlongRows };
 
-__host__ __device__ __forceinline__ bool along_k(int staging) {
-  return staging == kAsyncAlongK || staging == kScalarAlongK;
-}
+using Copies = AsyncCopies<staging::kCopiesPerStep * kStages>;
 
-// One operand as the kernel stages it: x[r, k] at x + r * ld_r + k * ld_k, batch offsets aside.
-struct Operand {
-  std::int64_t rows, ld_r, ld_k;
-  int staging;
-};
-
-using Copies = AsyncCopies<kCopiesPerStep * kStages>;
-
-// This thread's share of the step at k0 of one operand (rows from r0) into `tile`: 4 pieces of 8 values, each
-// one 16-byte cp.async, or 8 loads with bounds checks and one 16-byte store.
-__device__ __forceinline__ void stage(const bfloat16* x, const Operand& o, std::int64_t r0, std::int64_t k0,
-                                      std::int64_t K, bfloat16* tile, Copies& copies) {
-  struct alignas(16) Words4 {
-    std::uint32_t w[4];
-  };
-  const bool k_major = along_k(o.staging);
-  STEPFORMER_UNROLL
-  for (int q = 0; q < kTile * kStepK / kChunks / kThreads; ++q) {
-    const int c = static_cast<int>(threadIdx.x) + kThreads * q;
-    // along k: row c / 4, values k .. k + 7 with k = 8 (c % 4); along rows: k = c / 16, rows 8 (c % 16) onwards
-    const int r = k_major ? c / (kStepK / kChunks) : c % (kTile / kChunks) * kChunks;
-    const int k = k_major ? c % (kStepK / kChunks) * kChunks : c / (kTile / kChunks);
-    bfloat16* dst = tile + (k_major ? r * kAlongKRow + k : k * kAlongRowsRow + r);
-    const std::int64_t row = r0 + r, kk = k0 + k;
-    if (o.staging == kAsyncAlongK || o.staging == kAsyncAlongRows) {
-      const bool inside = row < o.rows && kk < K;
-      copies.copy16(dst, inside ? x + row * o.ld_r + kk * o.ld_k : x, inside);
-      continue;
-    }
-    Words4 piece{};  // value e in the low (even e) or high half of word e / 2
-    STEPFORMER_UNROLL
-    for (int e = 0; e < kChunks; ++e) {
-      const std::int64_t re = k_major ? row : row + e, ke = k_major ? kk + e : kk;
-      if (re < o.rows && ke < K) piece.w[e / 2] |= std::uint32_t{x[re * o.ld_r + ke * o.ld_k].bits} << 16 * (e % 2);
-    }
-    *reinterpret_cast<Words4*>(dst) = piece;
+// Where a piece of 8 values goes (staging::stage's Layout): along k, into row r's padded row of 32 values of k;
+// along rows, into k's padded row of 128 rows.
+struct Padded {
+  __device__ __forceinline__ int operator()(int r, int k, bool k_major) const {
+    return k_major ? r * kAlongKRow + k : k * kAlongRowsRow + r;
   }
-}
+};
 
 // A's fragments for 16 rows from m and 16 of k from k (mma_m16n8k16_bf16's a), or two of B's (8 columns each, from
 // n: its b for columns n..n+7 in f[0], f[1], for n+8..n+15 in f[2], f[3]).
@@ -120,8 +84,8 @@ __global__ void __launch_bounds__(kThreads) gemm_v5(Problem p, Operand oa, Opera
     const bfloat16* a = at<bfloat16>(p.a) + o_a;
     const bfloat16* b = at<bfloat16>(p.b) + o_b;
     const auto stage_step = [&](std::int64_t step, Copies& copies) {
-      stage(a, oa, row0, step * kStepK, p.k, a_tile(step), copies);
-      stage(b, ob, col0, step * kStepK, p.k, b_tile(step), copies);
+      staging::stage(a, oa, row0, step * kStepK, p.k, a_tile(step), copies, Padded{});
+      staging::stage(b, ob, col0, step * kStepK, p.k, b_tile(step), copies, Padded{});
     };
     float acc[4][8][4] = {};  // [16-row fragment][8-column fragment][its 4 values]
     Copies copies;
@@ -167,15 +131,6 @@ __global__ void __launch_bounds__(kThreads) gemm_v5(Problem p, Operand oa, Opera
   }
 }
 
-// How an operand [rows along r, K along k] with the given strides (and batch strides) is staged.
-Operand operand(const TensorDesc& d, std::int64_t rows, std::int64_t ld_r, std::int64_t ld_k, std::int64_t K) {
-  const bool aligned = batches_16_byte_aligned(d);
-  int staging = ld_k == 1 ? kScalarAlongK : kScalarAlongRows;
-  if (aligned && ld_k == 1 && ld_r % kChunks == 0 && K % kChunks == 0) staging = kAsyncAlongK;
-  if (aligned && ld_r == 1 && ld_k % kChunks == 0 && rows % kChunks == 0) staging = kAsyncAlongRows;
-  return {rows, ld_r, ld_k, staging};
-}
-
 template <class TC, bool kAK, bool kBK>
 void launch_v5(const Problem& p, const Operand& oa, const Operand& ob, float alpha, float beta) {
 #if defined(__CUDACC__)
@@ -204,8 +159,8 @@ void gemm_pipelined(const Problem& p, DType c_dtype, double alpha, double beta) 
     throw DTypeError(std::string("cuda gemm v5: needs bfloat16 operands and a float32 or bfloat16 product, got ") +
                      std::string(dtype_name(p.a.dtype)) + ", " + std::string(dtype_name(p.b.dtype)) + " and " +
                      std::string(dtype_name(c_dtype)));
-  const Operand oa = operand(p.a, p.m, p.lda_m, p.lda_k, p.k);
-  const Operand ob = operand(p.b, p.n, p.ldb_n, p.ldb_k, p.k);
+  const Operand oa = staging::operand(p.a, p.m, p.lda_m, p.lda_k, p.k);
+  const Operand ob = staging::operand(p.b, p.n, p.ldb_n, p.ldb_k, p.k);
   next_launch_flops(static_cast<std::uint64_t>(2 * p.m * p.n * p.k * p.batches));
   const float al = static_cast<float>(alpha), be = static_cast<float>(beta);
   if (c_dtype == DType::float32) return launch_v5<float>(p, oa, ob, al, be);

@@ -1,7 +1,7 @@
 #pragma once
 // What the CUDA GEMM kernels share (gemm_ladder.cu: v1, v2; gemm.cu: v3; gemm_tensor_cores.cu: v4;
-// gemm_pipelined.cu: v5; gemv.cu: one row): the problem read off the operands' descriptors, the batch walk, and the
-// store of one element of c.
+// gemm_pipelined.cu: v5; gemm_wgmma.cu: v6; gemv.cu: one row): the problem read off the operands' descriptors, the
+// batch walk, and the store of one element of c.
 #include <algorithm>
 
 #include "device_utils.cuh"
@@ -67,5 +67,8 @@ void gemm_tensor_cores(const Problem& p, DType c_dtype, double alpha, double bet
 // kPipelinedTile x kPipelinedTile of c.
 constexpr int kPipelinedTile = 128;
 void gemm_pipelined(const Problem& p, DType c_dtype, double alpha, double beta);
+// v6 (gemm_wgmma.cu): Hopper's wgmma reading both operands from shared memory, fed by v5's cp.async stages; a
+// DeviceError where it cannot run (wgmma_available, compat.cuh).
+void gemm_wgmma(const Problem& p, DType c_dtype, double alpha, double beta);
 
 }  // namespace stepformer::STEPFORMER_CUDA_NS

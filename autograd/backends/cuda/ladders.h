@@ -16,12 +16,14 @@
 
 namespace stepformer::STEPFORMER_CUDA_NS {
 
-inline constexpr int kGemmVersions = 5, kSoftmaxVersions = 3, kRowSumVersions = 4, kTransposeVersions = 3;
+inline constexpr int kGemmVersions = 6, kSoftmaxVersions = 3, kRowSumVersions = 4, kTransposeVersions = 3;
 
-// c = alpha a b + beta c as the Backend's gemm takes it, by version 1..5: 1 naive, 2 shared-memory tiles,
+// c = alpha a b + beta c as the Backend's gemm takes it, by version 1..6: 1 naive, 2 shared-memory tiles,
 // 3 register blocking (float32 or float64 operands), 4 the tensor cores (bfloat16 operands, a float32 or bfloat16
-// c), 5 the tensor cores fed by ldmatrix and a cp.async pipeline (the same operands as 4). The backend's gemm runs
-// 3, and 5 for bfloat16 operands. A version given operands it does not multiply is a DTypeError.
+// c), 5 the tensor cores fed by ldmatrix and a cp.async pipeline (the same operands as 4), 6 Hopper's wgmma on
+// those stages (the same operands; on a GPU, a DeviceError unless it is a compute capability 9.0 one and the
+// library has sm_90a code). The backend's gemm runs 3, and 5 for bfloat16 operands. A version given operands it
+// does not multiply is a DTypeError.
 void gemm_version(int version, const TensorDesc& c, const TensorDesc& a, const TensorDesc& b, double alpha,
                   double beta);
 
