@@ -154,11 +154,7 @@ void launch_v5(const Problem& p, const Operand& oa, const Operand& ob, float alp
 }  // namespace
 
 void gemm_pipelined(const Problem& p, DType c_dtype, double alpha, double beta) {
-  if (p.a.dtype != DType::bfloat16 || p.b.dtype != DType::bfloat16 ||
-      (c_dtype != DType::float32 && c_dtype != DType::bfloat16))
-    throw DTypeError(std::string("cuda gemm v5: needs bfloat16 operands and a float32 or bfloat16 product, got ") +
-                     std::string(dtype_name(p.a.dtype)) + ", " + std::string(dtype_name(p.b.dtype)) + " and " +
-                     std::string(dtype_name(c_dtype)));
+  check_bf16_operands("v5", p, c_dtype);
   const Operand oa = staging::operand(p.a, p.m, p.lda_m, p.lda_k, p.k);
   const Operand ob = staging::operand(p.b, p.n, p.ldb_n, p.ldb_k, p.k);
   next_launch_flops(static_cast<std::uint64_t>(2 * p.m * p.n * p.k * p.batches));

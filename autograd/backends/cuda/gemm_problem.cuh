@@ -3,6 +3,7 @@
 // gemm_pipelined.cu: v5; gemm_wgmma.cu: v6; gemv.cu: one row): the problem read off the operands' descriptors, the
 // batch walk, and the store of one element of c.
 #include <algorithm>
+#include <string>
 
 #include "device_utils.cuh"
 
@@ -45,6 +46,17 @@ __device__ __forceinline__ void batch_offsets(const Problem& p, std::int64_t z, 
 template <class T, class TC>
 __device__ __forceinline__ void store(TC* c, T acc, T alpha, T beta) {
   *c = static_cast<TC>(beta == T(0) ? alpha * acc : alpha * acc + beta * static_cast<T>(*c));
+}
+
+// The tensor-core GEMMs' operands (v4, v5, v6): bfloat16 a and b, a float32 or bfloat16 c; otherwise a DTypeError
+// that names the version and the three dtypes.
+inline void check_bf16_operands(const char* version, const Problem& p, DType c_dtype) {
+  if (p.a.dtype != DType::bfloat16 || p.b.dtype != DType::bfloat16 ||
+      (c_dtype != DType::float32 && c_dtype != DType::bfloat16))
+    throw DTypeError(std::string("cuda gemm ") + version +
+                     ": needs bfloat16 operands and a float32 or bfloat16 product, got " +
+                     std::string(dtype_name(p.a.dtype)) + ", " + std::string(dtype_name(p.b.dtype)) + " and " +
+                     std::string(dtype_name(c_dtype)));
 }
 
 inline unsigned tiles(std::int64_t n, int tile) { return static_cast<unsigned>((n + tile - 1) / tile); }

@@ -194,11 +194,7 @@ Operand operand(const TensorDesc& d, std::int64_t rows, std::int64_t ld_r, std::
 }  // namespace
 
 void gemm_tensor_cores(const Problem& p, DType c_dtype, double alpha, double beta) {
-  if (p.a.dtype != DType::bfloat16 || p.b.dtype != DType::bfloat16 ||
-      (c_dtype != DType::float32 && c_dtype != DType::bfloat16))
-    throw DTypeError(std::string("cuda gemm v4: needs bfloat16 operands and a float32 or bfloat16 product, got ") +
-                     std::string(dtype_name(p.a.dtype)) + ", " + std::string(dtype_name(p.b.dtype)) + " and " +
-                     std::string(dtype_name(c_dtype)));
+  check_bf16_operands("v4", p, c_dtype);
   const Operand oa = operand(p.a, p.m, p.lda_m, p.lda_k, p.k);
   const Operand ob = operand(p.b, p.n, p.ldb_n, p.ldb_k, p.k);
   const dim3 grid(tiles(p.n, kTile), tiles(p.m, kTile), batch_grid(p));

@@ -130,11 +130,7 @@ void launch_v6(const Problem& p, const Operand& oa, const Operand& ob, float alp
 }  // namespace
 
 void gemm_wgmma(const Problem& p, DType c_dtype, double alpha, double beta) {
-  if (p.a.dtype != DType::bfloat16 || p.b.dtype != DType::bfloat16 ||
-      (c_dtype != DType::float32 && c_dtype != DType::bfloat16))
-    throw DTypeError(std::string("cuda gemm v6: needs bfloat16 operands and a float32 or bfloat16 product, got ") +
-                     std::string(dtype_name(p.a.dtype)) + ", " + std::string(dtype_name(p.b.dtype)) + " and " +
-                     std::string(dtype_name(c_dtype)));
+  check_bf16_operands("v6", p, c_dtype);
   if (!wgmma_available())
     throw DeviceError(
         "cuda gemm v6: wgmma needs a GPU of compute capability 9.0 (Hopper) and a library built with sm_90a code "
