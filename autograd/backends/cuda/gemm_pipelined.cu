@@ -32,7 +32,7 @@ namespace stepformer::STEPFORMER_CUDA_NS {
 
 namespace {
 
-using staging::along_k, staging::kChunks, staging::kStepK, staging::kThreads, staging::kTile, staging::Operand;
+using staging::kChunks, staging::kStepK, staging::kThreads, staging::kTile, staging::Operand;
 constexpr int kStages = 3;
 constexpr int kAlongKRow = kStepK + 8;    // values per row of an operand staged along k
 constexpr int kAlongRowsRow = kTile + 8;  // values per k of an operand staged along its rows
@@ -144,11 +144,9 @@ void launch_v5(const Problem& p, const Operand& oa, const Operand& ob, float alp
 
 template <class TC>
 void launch_v5(const Problem& p, const Operand& oa, const Operand& ob, float alpha, float beta) {
-  const bool ak = along_k(oa.staging), bk = along_k(ob.staging);
-  if (ak && bk) return launch_v5<TC, true, true>(p, oa, ob, alpha, beta);
-  if (ak) return launch_v5<TC, true, false>(p, oa, ob, alpha, beta);
-  if (bk) return launch_v5<TC, false, true>(p, oa, ob, alpha, beta);
-  launch_v5<TC, false, false>(p, oa, ob, alpha, beta);
+  staging::with_layouts(oa, ob, [&](auto ak, auto bk) {
+    launch_v5<TC, decltype(ak)::value, decltype(bk)::value>(p, oa, ob, alpha, beta);
+  });
 }
 
 }  // namespace

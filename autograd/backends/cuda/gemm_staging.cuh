@@ -5,6 +5,8 @@
 // along its rows: a row-major b, the gradients' transposed operands), as the operand lies in global memory, so one
 // cp.async moves it as it is. Where a piece has to be staged one value at a time, the same layout holds it. Where
 // the pieces go in shared memory is the kernel's choice (its Layout).
+#include <type_traits>
+
 #include "gemm_problem.cuh"
 
 namespace stepformer::STEPFORMER_CUDA_NS::staging {
@@ -32,6 +34,17 @@ inline Operand operand(const TensorDesc& d, std::int64_t rows, std::int64_t ld_r
   if (aligned && ld_k == 1 && ld_r % kChunks == 0 && K % kChunks == 0) staging = kAsyncAlongK;
   if (aligned && ld_r == 1 && ld_k % kChunks == 0 && rows % kChunks == 0) staging = kAsyncAlongRows;
   return {rows, ld_r, ld_k, staging};
+}
+
+// Calls f(std::bool_constant<a staged along k>{}, std::bool_constant<b staged along k>{}): the two layouts as
+// compile-time values, so that each pair is a kernel of its own and the inner loop does not branch on them.
+template <class F>
+void with_layouts(const Operand& a, const Operand& b, F f) {
+  const bool ak = along_k(a.staging), bk = along_k(b.staging);
+  if (ak && bk) return f(std::true_type{}, std::true_type{});
+  if (ak) return f(std::true_type{}, std::false_type{});
+  if (bk) return f(std::false_type{}, std::true_type{});
+  f(std::false_type{}, std::false_type{});
 }
 
 // This thread's share of the step at k0 of one operand (rows from r0) into `tile`: 4 pieces of 8 values, each one

@@ -28,7 +28,7 @@ namespace stepformer::STEPFORMER_CUDA_NS {
 
 namespace {
 
-using staging::along_k, staging::kStepK, staging::kThreads, staging::kTile, staging::Operand;
+using staging::kStepK, staging::kThreads, staging::kTile, staging::Operand;
 constexpr int kStages = 3;
 constexpr int kCore = 64;                                            // values in a core matrix: 8 rows of 8
 constexpr std::uint32_t kLbo = 2 * kCore, kSbo = kStepK / 8 * kLbo;  // bytes: next along k, next 8 rows
@@ -120,11 +120,9 @@ void launch_v6(const Problem& p, const Operand& oa, const Operand& ob, float alp
 
 template <class TC>
 void launch_v6(const Problem& p, const Operand& oa, const Operand& ob, float alpha, float beta) {
-  const bool ak = along_k(oa.staging), bk = along_k(ob.staging);
-  if (ak && bk) return launch_v6<TC, true, true>(p, oa, ob, alpha, beta);
-  if (ak) return launch_v6<TC, true, false>(p, oa, ob, alpha, beta);
-  if (bk) return launch_v6<TC, false, true>(p, oa, ob, alpha, beta);
-  launch_v6<TC, false, false>(p, oa, ob, alpha, beta);
+  staging::with_layouts(oa, ob, [&](auto ak, auto bk) {
+    launch_v6<TC, decltype(ak)::value, decltype(bk)::value>(p, oa, ob, alpha, beta);
+  });
 }
 
 }  // namespace
