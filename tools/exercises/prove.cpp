@@ -6,6 +6,8 @@
 #include <map>
 #include <set>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "files/atomic_write.h"
 #include "verbs.h"
@@ -28,25 +30,26 @@ std::string lowercase(std::string s) {
 // two wrong entries, and every mistake a graded check names is planted by an entry expecting it.
 int prove(const fs::path& root, const std::vector<Exercise>& all, const std::vector<exercises::BankEntry>& bank,
           const Builds& build, const fs::path& table_file) {
-  int problems = 0;
+  // Each problem is printed where it is found and again at the end, where a log cut to its tail still shows it.
+  std::vector<std::string> problems;
+  auto problem = [&problems](std::string line) {
+    fmt::print("{}\n", line);
+    problems.push_back(std::move(line));
+  };
   for (const auto& [slug, file] : exercises::named_mistakes(root)) {
     const std::string expect = "mistake " + slug;  // (clang 14 cannot capture a structured binding)
     const bool planted = std::any_of(bank.begin(), bank.end(), [&expect](const exercises::BankEntry& e) {
       return e.wrong && lowercase(e.expect) == expect;
     });
     if (!planted) {
-      ++problems;
-      fmt::print("{} names mistake '{}', and no WRONG entry of the bank plants it (expect: mistake {})\n",
-                 file.string(), slug, slug);
+      problem(fmt::format("{} names mistake '{}', and no WRONG entry of the bank plants it (expect: mistake {})",
+                          file.string(), slug, slug));
     }
   }
   std::map<std::string, const Exercise*> by_number;
   for (const Exercise& ex : all) by_number[ex.number] = &ex;
-  // Each exercise with what it needs restored: one grade of every exercise each. The grades run side by side too,
-  // not one after another: a grade lasts as long as its slowest test program, while the others wait.
-  std::vector<std::set<std::string>> restorations;
   for (const Exercise& ex : all) {
-    std::set<std::string>& restored = restorations.emplace_back(std::set<std::string>{ex.number});
+    std::set<std::string> restored{ex.number};
     std::vector<std::string> todo = ex.needs;
     while (!todo.empty()) {
       const std::string n = todo.back();
@@ -54,24 +57,14 @@ int prove(const fs::path& root, const std::vector<Exercise>& all, const std::vec
       if (restored.insert(n).second && by_number.count(n))
         for (const auto& m : by_number[n]->needs) todo.push_back(m);
     }
-  }
-  std::vector<std::vector<Result>> restored_results(all.size());
-  side_by_side(all.size(), [&](std::size_t i) {
-    std::string bodies;
-    for (const auto& n : restorations[i]) bodies += n + "=reference,";
-    restored_results[i] = grade(all, build, -1, "", true, bodies);
-  });
-  for (std::size_t i = 0; i < all.size(); ++i) {
-    const std::set<std::string>& restored = restorations[i];
-    const std::vector<Result>& results = restored_results[i];
-    std::string list;
-    for (const auto& n : restored) list += (list.empty() ? "" : ",") + n;
+    std::string list, bodies;
+    for (const auto& n : restored) list += (list.empty() ? "" : ",") + n, bodies += n + "=reference,";
+    const auto results = grade(all, build, -1, "", true, bodies);
     for (const Result& r : results) {
       const bool expect = restored.count(r.ex->number) > 0;
       if (r.passed != expect) {
-        ++problems;
-        fmt::print("restoring {}: exercise {} {} ({})\n", list, r.ex->number,
-                   expect ? "still fails" : "passes without its solution", r.message);
+        problem(fmt::format("restoring {}: exercise {} {} ({})", list, r.ex->number,
+                            expect ? "still fails" : "passes without its solution", r.message));
       }
     }
     fmt::print("restoring {:<12} -> {} passes\n", list,
@@ -105,32 +98,33 @@ int prove(const fs::path& root, const std::vector<Exercise>& all, const std::vec
     }
     fmt::print("{} {:<5} {:<28} {}\n", ok ? "ok  " : "BAD ", e.number, e.name,
                r.passed ? std::string("passes") : "fails: " + r.message);
-    if (!ok) {
-      ++problems;
-      fmt::print("     {}:{}: {} ({}) {}\n", e.file.string(), e.line, e.wrong ? "wrong" : "alternative", e.what,
-                 e.wrong ? (r.passed              ? "passes: the tests do not catch this mistake"
-                            : !wrong_name.empty() ? "fails, but " + wrong_name
-                                                  : "fails, but the first failure does not say '" + e.expect + "'")
-                         : "fails: the tests grade the reference's spelling, not its behaviour");
-    }
+    if (!ok)
+      problem(fmt::format("     {}:{}: {} ({}) {}", e.file.string(), e.line, e.wrong ? "wrong" : "alternative", e.what,
+                          e.wrong
+                              ? (r.passed              ? "passes: the tests do not catch this mistake"
+                                 : !wrong_name.empty() ? "fails, but " + wrong_name
+                                                       : "fails, but the first failure does not say '" + e.expect + "'")
+                              : "fails: the tests grade the reference's spelling, not its behaviour"));
   }
   std::string table =
       "| exercise | wrong solutions caught / kept | alternative solutions passing / kept |\n|---|---|---|\n";
   for (const Exercise& ex : all) {
     const Row row = rows[ex.number];
-    if (row.wrong < 2) {
-      ++problems;
-      fmt::print("exercise {}: {} wrong solutions in the bank, at least 2 wanted\n", ex.number, row.wrong);
-    }
+    if (row.wrong < 2)
+      problem(fmt::format("exercise {}: {} wrong solutions in the bank, at least 2 wanted", ex.number, row.wrong));
     table += fmt::format("| {} | {} / {} | {} |\n", ex.number, row.caught, row.wrong,
                          row.alternatives ? fmt::format("{} / {}", row.passing, row.alternatives) : "-");
   }
   fmt::print("\n{}", table);
   if (!table_file.empty()) stepformer::files::write_atomically(table_file, table);
-  fmt::print("{}\n", problems ? fmt::format("{} problems", problems)
-                              : "every exercise's tests pass exactly when it is restored, fail every wrong solution "
-                                "in the bank with a message naming it, and pass every alternative");
-  return problems ? 1 : 0;
+  if (problems.empty()) {
+    fmt::print(
+        "every exercise's tests pass exactly when it is restored, fail every wrong solution in the bank with a "
+        "message naming it, and pass every alternative\n");
+    return 0;
+  }
+  fmt::print("{} problems:\n{}\n", problems.size(), fmt::join(problems, "\n"));
+  return 1;
 }
 
 }  // namespace exercises
