@@ -62,7 +62,8 @@ STEPFORMER_MATH_FN double silu_derivative(double x) { return silu_derivative_fro
 template <auto>
 inline constexpr bool kNoFormula = false;
 
-// y = op(x); alpha is pow's exponent and scale's factor. (copy converts dtypes: see dispatch_unary.)
+// y = op(x); alpha is pow's exponent and the number of scale, add_scalar and div_scalar. (copy converts dtypes: see
+// dispatch_unary.)
 template <UnaryOp op, class T>
 STEPFORMER_MATH_FN T unary_value(T x, T alpha) {
   if constexpr (op == UnaryOp::copy)
@@ -89,6 +90,10 @@ STEPFORMER_MATH_FN T unary_value(T x, T alpha) {
     return pow_(x, alpha);
   else if constexpr (op == UnaryOp::scale)
     return x * alpha;
+  else if constexpr (op == UnaryOp::add_scalar)
+    return x + alpha;
+  else if constexpr (op == UnaryOp::div_scalar)
+    return x / alpha;
   else if constexpr (op == UnaryOp::logical_not)
     return !x;
   else

@@ -189,6 +189,24 @@ TEST_CASE("elementwise ops and sums on bfloat16 compute in float32 and round onc
   CHECK((a * 0.1).dtype() == DType::bfloat16);
   CHECK(bf16_bits(a * 0.1) == bf16_bits(f32(rounded(want_scaled), {3, 33})));
   CHECK(bf16_bits(0.1 * a) == bf16_bits(f32(rounded(want_scaled), {3, 33})));
+  // So is a number added, taken away or divided by.
+  std::vector<float> want_plus, want_minus, want_from, want_over, plus_rounded, over_rounded;
+  for (const float x : af) {
+    want_plus.push_back(x + 0.1f);
+    want_minus.push_back(x - 0.1f);
+    want_from.push_back(0.1f - x);
+    want_over.push_back(x / 0.1f);
+    plus_rounded.push_back(x + tenth_rounded);
+    over_rounded.push_back(x / tenth_rounded);
+  }
+  REQUIRE(rounded(want_plus) != rounded(plus_rounded));
+  REQUIRE(rounded(want_over) != rounded(over_rounded));
+  CHECK(bf16_bits(a + 0.1) == bf16_bits(f32(rounded(want_plus), {3, 33})));
+  CHECK(bf16_bits(0.1 + a) == bf16_bits(f32(rounded(want_plus), {3, 33})));
+  CHECK(bf16_bits(a - 0.1) == bf16_bits(f32(rounded(want_minus), {3, 33})));
+  CHECK(bf16_bits(0.1 - a) == bf16_bits(f32(rounded(want_from), {3, 33})));
+  CHECK((a / 0.1).dtype() == DType::bfloat16);
+  CHECK(bf16_bits(a / 0.1) == bf16_bits(f32(rounded(want_over), {3, 33})));
   // The sum of a row is taken in float32 (a bfloat16 running sum would lose the small terms) and rounded once.
   const Tensor ones_row = full({1, 1000}, 1.0, {DType::bfloat16, default_device()});
   CHECK(sum(ones_row).at({}) == 1000.0);  // 1000 = 0b1111101000 fits 8 significant bits

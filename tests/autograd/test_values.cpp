@@ -54,6 +54,33 @@ TEST_CASE("relu keeps one byte an element for backward, not its float input", "[
   CHECK(wrong == 0);
 }
 
+// x + c, x - c, x * c and x / c take the number c as a kernel argument: their backward needs neither operand.
+TEST_CASE("a tensor and a number: backward keeps nothing, and the gradient is right", "[ch00][values]") {
+  Tensor x = from_vector(std::vector<double>{1, -2, 3}, {3}, {DType::float32, default_device(), true});
+  const Device dev = x.device();
+  const std::size_t before = bytes_in_use(dev);
+  const Tensor y = ((neg(x) + 2.0) - 0.5) * 3.0 / 4.0;  // each intermediate is freed unless an op keeps it
+  CHECK(bytes_in_use(dev) - before == test::bytes_of({3}, DType::float32, dev));
+  sum(y).backward();
+  CHECK(x.grad().to_vector<float>() == std::vector<float>{-0.75f, -0.75f, -0.75f});
+  CHECK(y.to_vector<float>() == std::vector<float>{0.375f, 2.625f, -1.125f});
+  const Tensor z = 1.0 - x;
+  CHECK(z.to_vector<float>() == std::vector<float>{0.0f, 3.0f, -2.0f});
+}
+
+// There is no type promotion: an integer tensor takes a number that is an integer, and refuses any other by name
+// (ids * 0.5 would otherwise multiply by a 0-d int64 tensor holding 0).
+TEST_CASE("an int64 tensor and a number: integers work, any other number is a DTypeError", "[ch00][errors]") {
+  const Tensor ids = from_vector(std::vector<std::int64_t>{1, 2, 3}, {3}, {DType::int64, default_device()});
+  CHECK(((ids + 2) * 3 - 1).to_vector<std::int64_t>() == std::vector<std::int64_t>{8, 11, 14});
+  CHECK((10 - ids).to_vector<std::int64_t>() == std::vector<std::int64_t>{9, 8, 7});
+  REQUIRE_THROWS_WITH_ALL(ids * 0.5, DTypeError, "mul", "int64", "[3]", "0.5");
+  REQUIRE_THROWS_WITH_ALL(ids + 0.5, DTypeError, "add", "int64", "0.5");
+  REQUIRE_THROWS_WITH_ALL(ids - 1e30, DTypeError, "sub", "int64", "1e+30");
+  REQUIRE_THROWS_WITH_ALL(0.5 - ids, DTypeError, "sub", "int64", "0.5");
+  REQUIRE_THROWS_WITH_ALL(ids / 2.0, DTypeError, "div", "int");
+}
+
 TEST_CASE("silu and swiglu: PyTorch's values, finite far below zero", "[ch00][values]") {
   // torch.nn.functional.silu(x) and its gradient, x = [-800, -2, 0, 1.5, 30] (float64; exp(800) overflows)
   Tensor x = f64({-800, -2, 0, 1.5, 30}, {5});

@@ -45,11 +45,14 @@ struct TensorDesc {
 // RoFormer (Su et al. 2021, equation 34) and Meta's Llama. The two are different functions of the same weights.
 enum class RopePairing { half, adjacent };
 
-// Elementwise functions of one operand. `alpha` is the exponent of pow and the factor of scale.
+// Elementwise functions of one operand. `alpha` is the exponent of pow and the number of scale (x * alpha),
+// add_scalar (x + alpha) and div_scalar (x / alpha).
 // `copy` also converts between dtypes (out.dtype may differ from in.dtype). The formulas of these and of
 // BinaryOp are written once, for every backend, in autograd/backends/elementwise_math.h.
-#define STEPFORMER_UNARY_OPS(X) \
-  X(copy) X(neg) X(exp) X(log) X(sqrt) X(rsqrt) X(tanh) X(relu) X(gelu) X(silu) X(pow) X(scale) X(logical_not)
+#define STEPFORMER_UNARY_OPS(X)                                                                                     \
+  X(copy)                                                                                                           \
+  X(neg) X(exp) X(log) X(sqrt) X(rsqrt) X(tanh) X(relu) X(gelu) X(silu) X(pow) X(scale) X(add_scalar) X(div_scalar) \
+      X(logical_not)
 
 // Elementwise functions of two operands (broadcast by stride 0). The comparisons write booleans;
 // gelu_backward(g, x) = g * gelu'(x); silu_backward(g, x) = g * silu'(x);

@@ -12,6 +12,8 @@
   X(mul, "elementwise", "ga = sum_to(g * b, a); gb = sum_to(g * a, b)")                                      \
   X(scale, "elementwise", "ga = g * alpha   (a * alpha for a number alpha: nothing kept)")                   \
   X(div, "elementwise", "ga = sum_to(g / b, a); gb = -sum_to(g * a / b^2, b)")                               \
+  X(add_scalar, "elementwise", "ga = g   (a + alpha, a - alpha for a number alpha: nothing kept)")           \
+  X(div_scalar, "elementwise", "ga = g / alpha   (a / alpha for a number alpha: nothing kept)")              \
   X(neg, "elementwise", "ga = -g")                                                                           \
   X(pow, "elementwise", "ga = g * p * a^(p-1)")                                                              \
   X(exp, "elementwise", "ga = g * y")                                                                        \

@@ -96,12 +96,38 @@ Tensor div(const Tensor& a, const Tensor& b) {
 }
 
 namespace {
-// x * 0.5: the factor is a kernel argument, not a tensor, so backward needs neither operand (mul keeps both: the
-// composite attention's scores * 1/sqrt(d_k) would hold its [T, T] scores for nothing).
+// x * 0.5, x + 0.5, x / 2: the number is a kernel argument, not a tensor, as PyTorch's Scalar overloads. Backward
+// needs neither operand (mul and div keep both: the composite attention's scores * 1/sqrt(d_k) would hold its
+// [T, T] scores for nothing), and a bfloat16 x meets the number unrounded, in float32 (PyTorch's opmath), where a
+// bfloat16 0-d tensor would round the number first.
 Tensor scale(const Tensor& a, double factor) {
   Tensor out = floating_unary("mul", UnaryOp::scale, a, factor);
   record(Op::scale, out, {a}, [factor](const Tensor& g) -> Gradients { return {scale(g, factor)}; });
   return out;
+}
+
+Tensor add_scalar(const Tensor& a, double number) {
+  Tensor out = floating_unary("add", UnaryOp::add_scalar, a, number);
+  record(Op::add_scalar, out, {a}, [](const Tensor& g) -> Gradients { return {g}; });
+  return out;
+}
+
+Tensor div_scalar(const Tensor& a, double number) {
+  Tensor out = floating_unary("div", UnaryOp::div_scalar, a, number);
+  record(Op::div_scalar, out, {a}, [number](const Tensor& g) -> Gradients { return {div_scalar(g, number)}; });
+  return out;
+}
+
+// An integer tensor meets a number as a 0-d tensor of its own dtype, so the number must be one: ids * 0.5 would
+// otherwise multiply by 0. There is no type promotion (PyTorch's would give a float tensor): convert first.
+Tensor integer_operand(const char* op, const Tensor& a, double number) {
+  const bool fits = std::trunc(number) == number && number >= -0x1p63 && number < 0x1p63;
+  if (a.dtype() == DType::int64 && !fits)
+    throw DTypeError(
+        fmt::format("{}: an int64 tensor {} and the number {}, which is not an int64 (no type "
+                    "promotion: convert the tensor with .to(DType::float32) first)",
+                    op, to_string(a.shape()), number));
+  return detail::scalar_like(a, number);
 }
 }  // namespace
 
@@ -319,15 +345,26 @@ Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
 Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
 Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
 Tensor operator-(const Tensor& a) { return neg(a); }
-Tensor operator+(const Tensor& a, double b) { return add(a, detail::scalar_like(a, b)); }
-Tensor operator-(const Tensor& a, double b) { return sub(a, detail::scalar_like(a, b)); }
-Tensor operator*(const Tensor& a, double b) {
-  return is_floating(a.dtype()) ? scale(a, b) : mul(a, detail::scalar_like(a, b));
+Tensor operator+(const Tensor& a, double b) {
+  return is_floating(a.dtype()) ? add_scalar(a, b) : add(a, integer_operand("add", a, b));
 }
-Tensor operator/(const Tensor& a, double b) { return div(a, detail::scalar_like(a, b)); }
-Tensor operator+(double a, const Tensor& b) { return add(detail::scalar_like(b, a), b); }
-Tensor operator-(double a, const Tensor& b) { return sub(detail::scalar_like(b, a), b); }
+Tensor operator-(const Tensor& a, double b) {  // a + (-b): the same rounded result (IEEE 754 defines a - b so)
+  return is_floating(a.dtype()) ? add_scalar(a, -b) : sub(a, integer_operand("sub", a, b));
+}
+Tensor operator*(const Tensor& a, double b) {
+  return is_floating(a.dtype()) ? scale(a, b) : mul(a, integer_operand("mul", a, b));
+}
+Tensor operator/(const Tensor& a, double b) {
+  return is_floating(a.dtype()) ? div_scalar(a, b) : div(a, integer_operand("div", a, b));
+}
+Tensor operator+(double a, const Tensor& b) { return b + a; }
+Tensor operator-(double a, const Tensor& b) {
+  return is_floating(b.dtype()) ? add_scalar(neg(b), a) : sub(integer_operand("sub", b, a), b);
+}
 Tensor operator*(double a, const Tensor& b) { return b * a; }
-Tensor operator/(double a, const Tensor& b) { return div(detail::scalar_like(b, a), b); }
+// The number is the dividend: a 0-d tensor of b's dtype (div keeps b and it; in bfloat16 the number is rounded).
+Tensor operator/(double a, const Tensor& b) {
+  return div(is_floating(b.dtype()) ? detail::scalar_like(b, a) : integer_operand("div", b, a), b);
+}
 
 }  // namespace stepformer
