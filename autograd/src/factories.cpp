@@ -34,6 +34,7 @@ Tensor empty(const Shape& shape, Options o) {
 }
 
 Tensor full(const Shape& shape, double value, Options o) {
+  detail::check_number_fits("full", value, o.dtype, shape);
   const bool rg = o.requires_grad;
   o.requires_grad = false;
   Tensor t = empty(shape, o);

@@ -44,8 +44,10 @@ Tensor input(Device dev, const Shape& shape, std::uint64_t seed, DType dtype, do
   Generator gen(seed);
   return uniform(shape, low, high, gen, {dtype, kCPU, false}).to(dev);
 }
-// An output buffer on `dev` filled with a sentinel that no kernel computes by chance.
-Tensor sentinel(Device dev, const Shape& shape, DType dtype) { return full(shape, 1234.5, {dtype, dev, false}); }
+// An output buffer on `dev` filled with a sentinel that no kernel computes by chance (a whole number in int64).
+Tensor sentinel(Device dev, const Shape& shape, DType dtype) {
+  return full(shape, dtype == DType::int64 ? 1234.0 : 1234.5, {dtype, dev, false});
+}
 // The first bad index a kernel found, as {position, value} (-1 and 0: none), however its backend reports it: `run`
 // calls the kernel with a DescribeBadIndex and returns what the kernel returned (a position, or -1), and a backend
 // that reports later (a GPU) does so at its next copy to the host, here the copy of `written`.

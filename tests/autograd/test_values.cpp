@@ -69,7 +69,7 @@ TEST_CASE("a tensor and a number: backward keeps nothing, and the gradient is ri
 }
 
 // There is no type promotion: an integer tensor takes a number that is an integer, and refuses any other by name
-// (ids * 0.5 would otherwise multiply by a 0-d int64 tensor holding 0).
+// (ids * 0.5 would otherwise multiply by a 0-d int64 tensor holding 0, and full or fill_ write 0).
 TEST_CASE("an int64 tensor and a number: integers work, any other number is a DTypeError", "[ch00][errors]") {
   const Tensor ids = from_vector(std::vector<std::int64_t>{1, 2, 3}, {3}, {DType::int64, default_device()});
   CHECK(((ids + 2) * 3 - 1).to_vector<std::int64_t>() == std::vector<std::int64_t>{8, 11, 14});
@@ -79,6 +79,13 @@ TEST_CASE("an int64 tensor and a number: integers work, any other number is a DT
   REQUIRE_THROWS_WITH_ALL(ids - 1e30, DTypeError, "sub", "int64", "1e+30");
   REQUIRE_THROWS_WITH_ALL(0.5 - ids, DTypeError, "sub", "int64", "0.5");
   REQUIRE_THROWS_WITH_ALL(ids / 2.0, DTypeError, "div", "int");
+  CHECK(full({2}, -3, {DType::int64, default_device()}).to_vector<std::int64_t>() == std::vector<std::int64_t>{-3, -3});
+  REQUIRE_THROWS_WITH_ALL(full({2}, 0.5, {DType::int64, default_device()}), DTypeError, "full", "int64", "0.5");
+  Tensor filled = zeros({2}, {DType::int64, default_device()});
+  REQUIRE_THROWS_WITH_ALL(fill_(filled, 2.5), DTypeError, "fill_", "int64", "2.5");
+  const Tensor first = from_vector(std::vector<double>{1, 0, 0}, {3}, {DType::boolean, default_device()});
+  REQUIRE_THROWS_WITH_ALL(masked_fill(ids, first, -0.5), DTypeError, "masked_fill", "int64", "-0.5");
+  CHECK(masked_fill(ids, first, -7).to_vector<std::int64_t>() == std::vector<std::int64_t>{-7, 2, 3});
 }
 
 TEST_CASE("silu and swiglu: PyTorch's values, finite far below zero", "[ch00][values]") {

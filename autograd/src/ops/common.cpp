@@ -1,4 +1,7 @@
 #include "common.h"
+#include <fmt/format.h>
+
+#include <cmath>
 
 namespace stepformer::detail {
 
@@ -76,7 +79,19 @@ Tensor empty_as(const Tensor& like, const Shape& shape, DType dtype) {
   return empty(shape, {dtype, like.device(), false});
 }
 
-Tensor scalar_like(const Tensor& like, double value) { return full({}, value, {like.dtype(), like.device(), false}); }
+void check_number_fits(const char* op, double value, DType dtype, const Shape& shape) {
+  const bool fits = std::trunc(value) == value && value >= -0x1p63 && value < 0x1p63;
+  if (dtype == DType::int64 && !fits)
+    throw DTypeError(
+        fmt::format("{}: the number {} is not an int64, the dtype of the tensor {} (no type promotion: "
+                    "convert the tensor with .to(DType::float32) first)",
+                    op, value, to_string(shape)));
+}
+
+Tensor scalar_like(const char* op, const Tensor& like, double value) {
+  check_number_fits(op, value, like.dtype(), like.shape());
+  return full({}, value, {like.dtype(), like.device(), false});
+}
 
 TensorDesc broadcast_desc(const Tensor& t, const Shape& shape) {
   TensorDesc d = t.desc();

@@ -31,8 +31,12 @@ Tensor make_view(const Tensor& base, Shape shape, Shape strides, std::int64_t of
 // A new contiguous tensor like `like` (dtype, device) of `shape`.
 Tensor empty_as(const Tensor& like, const Shape& shape, DType dtype);
 inline Tensor empty_as(const Tensor& like, const Shape& shape) { return empty_as(like, shape, like.dtype()); }
-// A 0-dim tensor holding `value`, of `like`'s dtype and device.
-Tensor scalar_like(const Tensor& like, double value);
+// A number written into a tensor of `dtype` (full, fill_, masked_fill, x * 0.5) must be one of its values: an int64
+// tensor takes whole numbers in range, else a DTypeError naming op, the number and the tensor (a cast would truncate
+// 0.5 to 0 silently; there is no type promotion).
+void check_number_fits(const char* op, double value, DType dtype, const Shape& shape);
+// A 0-dim tensor holding `value`, of `like`'s dtype and device (checked as above for `op`).
+Tensor scalar_like(const char* op, const Tensor& like, double value);
 // `t` with its shape viewed through stride-0 dims as `shape` (for kernels: no history).
 TensorDesc broadcast_desc(const Tensor& t, const Shape& shape);
 // While a node's backward function runs (engine.cpp), a tensor a kernel or at() reads must be the gradient, one

@@ -118,17 +118,6 @@ Tensor div_scalar(const Tensor& a, double number) {
   return out;
 }
 
-// An integer tensor meets a number as a 0-d tensor of its own dtype, so the number must be one: ids * 0.5 would
-// otherwise multiply by 0. There is no type promotion (PyTorch's would give a float tensor): convert first.
-Tensor integer_operand(const char* op, const Tensor& a, double number) {
-  const bool fits = std::trunc(number) == number && number >= -0x1p63 && number < 0x1p63;
-  if (a.dtype() == DType::int64 && !fits)
-    throw DTypeError(
-        fmt::format("{}: an int64 tensor {} and the number {}, which is not an int64 (no type "
-                    "promotion: convert the tensor with .to(DType::float32) first)",
-                    op, to_string(a.shape()), number));
-  return detail::scalar_like(a, number);
-}
 }  // namespace
 
 Tensor neg(const Tensor& a) {
@@ -193,9 +182,9 @@ Tensor tanh(const Tensor& a) {
 Tensor relu(const Tensor& a) {
   Tensor out = floating_unary("relu", UnaryOp::relu, a);
   // The mask only for a graph that will keep it (record makes no node otherwise).
-  const Tensor positive = grad_enabled() && a.requires_grad() ? gt(out, detail::scalar_like(out, 0)) : Tensor();
+  const Tensor positive = grad_enabled() && a.requires_grad() ? gt(out, detail::scalar_like("relu", out, 0)) : Tensor();
   record(Op::relu, out, {a}, {positive}, [](const Tensor& g, const Tensor& positive) -> Gradients {
-    return {where(positive, g, detail::scalar_like(g, 0))};
+    return {where(positive, g, detail::scalar_like("relu", g, 0))};
   });
   return out;
 }
@@ -262,7 +251,7 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   record(
       Op::where, out, {a, b}, {cond},
       [sa = a.shape(), sb = b.shape(), a_needs, b_needs](const Tensor& g, const Tensor& c) -> Gradients {
-        const Tensor zero = detail::scalar_like(g, 0);
+        const Tensor zero = detail::scalar_like("where", g, 0);
         return {a_needs ? sum_to(where(c, g, zero), sa) : Tensor(), b_needs ? sum_to(where(c, zero, g), sb) : Tensor()};
       });
   return out;
@@ -274,7 +263,7 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
   if (broadcast_shapes("masked_fill", x.shape(), mask.shape()) != x.shape())
     throw ShapeError(fmt::format("masked_fill: mask of shape {} does not broadcast to the input's shape {}",
                                  to_string(mask.shape()), to_string(x.shape())));
-  return where(mask, detail::scalar_like(x, value), x);
+  return where(mask, detail::scalar_like("masked_fill", x, value), x);
 }
 
 // --- dtype conversion -------------------------------------------------------------------------------------
@@ -346,25 +335,23 @@ Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
 Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
 Tensor operator-(const Tensor& a) { return neg(a); }
 Tensor operator+(const Tensor& a, double b) {
-  return is_floating(a.dtype()) ? add_scalar(a, b) : add(a, integer_operand("add", a, b));
+  return is_floating(a.dtype()) ? add_scalar(a, b) : add(a, detail::scalar_like("add", a, b));
 }
 Tensor operator-(const Tensor& a, double b) {  // a + (-b): the same rounded result (IEEE 754 defines a - b so)
-  return is_floating(a.dtype()) ? add_scalar(a, -b) : sub(a, integer_operand("sub", a, b));
+  return is_floating(a.dtype()) ? add_scalar(a, -b) : sub(a, detail::scalar_like("sub", a, b));
 }
 Tensor operator*(const Tensor& a, double b) {
-  return is_floating(a.dtype()) ? scale(a, b) : mul(a, integer_operand("mul", a, b));
+  return is_floating(a.dtype()) ? scale(a, b) : mul(a, detail::scalar_like("mul", a, b));
 }
 Tensor operator/(const Tensor& a, double b) {
-  return is_floating(a.dtype()) ? div_scalar(a, b) : div(a, integer_operand("div", a, b));
+  return is_floating(a.dtype()) ? div_scalar(a, b) : div(a, detail::scalar_like("div", a, b));
 }
 Tensor operator+(double a, const Tensor& b) { return b + a; }
 Tensor operator-(double a, const Tensor& b) {
-  return is_floating(b.dtype()) ? add_scalar(neg(b), a) : sub(integer_operand("sub", b, a), b);
+  return is_floating(b.dtype()) ? add_scalar(neg(b), a) : sub(detail::scalar_like("sub", b, a), b);
 }
 Tensor operator*(double a, const Tensor& b) { return b * a; }
 // The number is the dividend: a 0-d tensor of b's dtype (div keeps b and it; in bfloat16 the number is rounded).
-Tensor operator/(double a, const Tensor& b) {
-  return div(is_floating(b.dtype()) ? detail::scalar_like(b, a) : integer_operand("div", b, a), b);
-}
+Tensor operator/(double a, const Tensor& b) { return div(detail::scalar_like("div", b, a), b); }
 
 }  // namespace stepformer

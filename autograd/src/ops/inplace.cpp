@@ -25,6 +25,7 @@ void check_writable(const char* op, const Tensor& t) {
 
 Tensor& fill_(Tensor& a, double value) {
   check_writable("fill_", a);
+  detail::check_number_fits("fill_", value, a.dtype(), a.shape());
   a.backend().fill(a.desc(), value);
   a.bump_version();
   return a;
