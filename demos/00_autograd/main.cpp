@@ -5,6 +5,7 @@
 // value and gradient printed (they must agree with part 0's) and its graph written as Graphviz; part 1b works the
 // backward of a matmul and a broadcast by hand beside the engine's. Part 2 trains a
 // 2-16-16-2 MLP on "two moons" with plain SGD and shows the loss going down and the learned decision regions as text.
+#include <CLI/CLI.hpp>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>

@@ -3,6 +3,7 @@
 // encode relative position: PE(pos + k) is a fixed linear map of PE(pos), and dot products between
 // positions fall off with distance.
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include <cmath>
 

@@ -2,6 +2,7 @@
 // Runs multi-head self-attention over the seed's toy sentence and shows, per head, the attention weights
 // without a mask, with the pad mask and with the subsequent (causal) mask; writes one heatmap per head.
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include <cmath>
 

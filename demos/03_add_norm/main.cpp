@@ -3,6 +3,7 @@
 // LayerNorm(x + Sublayer(x)) (post-norm), and what pre-norm does instead.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <CLI/CLI.hpp>
 
 #include <cmath>
 

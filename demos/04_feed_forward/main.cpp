@@ -1,5 +1,6 @@
 // Chapter 04 — the position-wise feed-forward network. Read docs/04_feed_forward.md beside this file.
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include "architecture.h"
 #include "autograd/ops.h"

@@ -1,6 +1,7 @@
 // Chapter 05 — the encoder. Read docs/05_encoder.md beside this file.
 // One forward pass of an (untrained) encoder over the seed's three sentences; per-layer attention.
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include "architecture.h"
 #include "autograd/ops.h"

@@ -1,6 +1,7 @@
 // Chapter 06 — the decoder. Read docs/06_decoder.md beside this file.
 // Shows causality: changing a later target token leaves every earlier position's output unchanged.
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include "architecture.h"
 #include "autograd/ops.h"

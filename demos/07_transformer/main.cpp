@@ -10,6 +10,7 @@
 // and the freedict recipe), training.h (progress, curves, pictures), freedict.h (the freedict experiment).
 #include <fmt/format.h>
 #include <omp.h>
+#include <CLI/CLI.hpp>
 
 #include <chrono>
 #include <iostream>

@@ -6,6 +6,7 @@
 // must end bit-identical to the run that never stopped.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <CLI/CLI.hpp>
 
 #include <cmath>
 #include <filesystem>

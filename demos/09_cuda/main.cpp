@@ -5,6 +5,7 @@
 // backend on cuda-sim and on the CPU device, and the results are compared; last, it is recorded as a graph on
 // cuda-sim and replayed with one launch.
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include <cmath>
 #include <string>

@@ -11,6 +11,7 @@
 #include <omp.h>
 #include <sys/resource.h>
 #include <unistd.h>
+#include <CLI/CLI.hpp>
 
 #include <chrono>
 

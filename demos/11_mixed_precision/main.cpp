@@ -9,6 +9,7 @@
 //    updates that storing them loses. Writes the three loss curves;
 // 6. autocast's placement: the graph it records for a feed-forward network, which op ran in which precision.
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include <cmath>
 #include <random>

@@ -2,6 +2,7 @@
 #include "lm_run.h"
 
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include <chrono>
 #include <cmath>

@@ -9,6 +9,7 @@
 // --ablation: every block, --seeds seeds each, the same steps: a table and the validation curves.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <CLI/CLI.hpp>
 
 #include <cmath>
 

@@ -1,6 +1,7 @@
 #include "options.h"
 
 #include <omp.h>
+#include <CLI/CLI.hpp>
 
 #include <cstdio>
 #include <span>

@@ -1,10 +1,15 @@
 #pragma once
 // The options every demo has, and where its output files go.
-#include <CLI/CLI.hpp>
 #include <cstdint>
 #include <exception>
 #include <filesystem>
 #include <string>
+
+// CLI11 is header-only and costs seconds in every file that includes it: only the files that build a command
+// line include <CLI/CLI.hpp>; the rest see the name.
+namespace CLI {
+class App;
+}  // namespace CLI
 
 namespace stepformer::demo {
 

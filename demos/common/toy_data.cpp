@@ -1,5 +1,6 @@
 #include "toy_data.h"
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <sstream>
 

@@ -1,11 +1,14 @@
 #pragma once
 // The demos' toy data: the seed's three translation pairs, and the small encoder-decoder stack built on them.
-#include <CLI/CLI.hpp>
 #include <string>
 #include <vector>
 
 #include "autograd/tensor.h"
 #include "transformer/config.h"
+
+namespace CLI {
+class App;
+}  // namespace CLI
 
 namespace stepformer::demo {
 

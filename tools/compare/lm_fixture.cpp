@@ -6,6 +6,7 @@
 //   lm_fixture data FILE [model options]     the starting weights, both token streams and the recipe
 //                                             (tools/compare/torch_lm_bpb.py)
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include "fixtures.h"
 
