@@ -70,19 +70,27 @@ class Checker:
     def __init__(self, bin_dir):
         self.bin = bin_dir
         self.problems = []
-        files = [p for d in SOURCE_DIRS for p in (ROOT / d).rglob("*")
-                 if p.is_file() and "planted" not in p.name and "planted" not in p.parent.name]  # not the fixtures
-        self.basenames = {p.name for p in files} | {p.name for p in ROOT.iterdir()}
+        # Each file read once, at the scan: a test running beside this one may write and rename a file in the
+        # tree meanwhile (Python's bytecode cache writes a temporary file in __pycache__, then renames it).
+        texts = {}
+        for p in (p for d in SOURCE_DIRS for p in (ROOT / d).rglob("*")):
+            if "__pycache__" in p.parts or "planted" in p.name or "planted" in p.parent.name:  # not the fixtures
+                continue
+            try:
+                if p.is_file():
+                    texts[p] = p.read_text(errors="replace")
+            except FileNotFoundError:  # gone since the scan listed it
+                continue
+        self.basenames = {p.name for p in texts} | {p.name for p in ROOT.iterdir()}
         words = set()
-        for p in files:
+        for p, text in texts.items():
             if p.suffix in {".cpp", ".h", ".cu", ".cuh", ".py", ".txt", ".cmake", ".sh"}:
-                words |= set(re.findall(r"[A-Za-z_]\w*", p.read_text(errors="replace")))
+                words |= set(re.findall(r"[A-Za-z_]\w*", text))
         self.words = words
-        self.source_text = "\n".join(p.read_text(errors="replace") for p in files if p.suffix in {".cpp", ".h", ".cu", ".py", ".sh", ".txt"})
+        self.source_text = "\n".join(text for p, text in texts.items() if p.suffix in {".cpp", ".h", ".cu", ".py", ".sh", ".txt"})
         self.source_text += (ROOT / "run").read_text()
         self.tests = set()
-        for p in files:
-            text = p.read_text(errors="replace")
+        for text in texts.values():
             self.tests |= set(re.findall(r'TEST_CASE\(\s*"([^"]+)"', text))
             self.tests |= set(n.replace("\\,", ",") for n in re.findall(r'add_test\(NAME\s+"([^"]+)"', text))
         self.run_branches = set(re.findall(r"^  ([\w|]+)\)", (ROOT / "run").read_text(), re.M))
