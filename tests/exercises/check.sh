@@ -9,8 +9,8 @@
 #     a fresh workspace (stubs only) compiles, warnings being errors: each source its stubs reach (below) is
 #     compiled from a fresh copy with -fsyntax-only by the g++ build's own command, the kernels (.cu) by clang's
 #     too (every other source is the same file in both workspaces);
-#  2. each exercise's tests pass exactly when it and the exercises it needs are restored, and every other
-#     exercise still fails; then the bug bank (tools/exercises/bank): every wrong solution scores 0 with a first
+#  2. each exercise's tests pass when it and the exercises it needs are restored (the others stubs), and fail at
+#     its stub when every other exercise is restored; then the bug bank (tools/exercises/bank): every wrong solution scores 0 with a first
 #     failure naming its mistake, every alternative solution full points. The bank's table goes to WORK_DIR.bank.md;
 #  3. with every body the reference's, it scores full points.
 # Usage: check.sh SOURCE_DIR REFERENCE_BUILD_DIR WORK_DIR

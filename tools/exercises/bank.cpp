@@ -53,7 +53,8 @@ std::vector<BankEntry> read_bank(const fs::path& folder, const std::vector<Exerc
         if (region_count(all, e.number) == 0) fail_at(path, n, "no exercise " + e.number + " in the sources");
         if (!names.insert(e.number + "=" + e.name).second)
           fail_at(path, n, "exercise " + e.number + " has two entries named " + e.name);
-        if (e.name == "reference") fail_at(path, n, "'reference' is the reference solution's name");
+        if (e.name == "reference" || e.name == "stub")  // the proof names them to choose those bodies
+          fail_at(path, n, "'" + e.name + "' names the " + e.name + "'s body, not an entry of the bank");
         bank.push_back(e);
         open = &bank.back();
         region = 1;
