@@ -3,6 +3,10 @@
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
 #include "architecture.h"
 #include "autograd/ops.h"
 #include "demo.h"
@@ -40,6 +44,30 @@ int main(int argc, char** argv) try {
         sf::demo::heatmap_svg(w, data.src[0], data.src[0], fmt::format("encoder layer {}, head 0", l)));
   }
   sf::demo::draw_dot(common.out, "05_encoder_layer", sf::demo::encoder_layer_figure(cfg, {"3", "8", ""}));
+
+  // The parameter count by its closed form (docs/05_encoder.md, "Shapes"), part by part.
+  const std::int64_t V = cfg.src_vocab, D = cfg.d_model, F = cfg.d_ff, N = cfg.n_layers;
+  const std::int64_t attention = 4 * (D * D + D), ffn = 2 * D * F + F + D, norms = 4 * D;
+  fmt::print(
+      "\nparameters: embedding V D = {} x {} = {}; per layer, attention 4(D^2 + D) = {}, FFN 2 D F + F + D = {},\n"
+      "two LayerNorms 4 D = {}; V D + N (...) = {} + {} x {} = {}; the encoder's parameter_count() {}\n",
+      V, D, V * D, attention, ffn, norms, V * D, N, attention + ffn + norms, V * D + N * (attention + ffn + norms),
+      encoder.parameter_count());
+
+  // Padding cannot leak (docs/05_encoder.md, "Why padding cannot leak"): sentence 1 again with more PAD after it.
+  std::vector<std::int64_t> ids = src.to_vector<std::int64_t>();
+  ids.resize(8);
+  const auto real = std::count_if(ids.begin(), ids.end(), [&cfg](std::int64_t id) { return id != cfg.pad_id; });
+  ids.insert(ids.end(), 3, cfg.pad_id);
+  const sf::Tensor longer = encoder.forward(sf::from_vector(ids, {1, 11}, {sf::DType::int64})).memory;
+  const auto a = sf::narrow(longer, 1, 0, real).to_vector<double>(),
+             b = sf::narrow(sf::narrow(out.memory, 0, 0, 1), 1, 0, real).to_vector<double>();
+  double moved = 0;
+  for (std::size_t e = 0; e < a.size(); ++e) moved = std::max(moved, std::abs(a[e] - b[e]));
+  fmt::print(
+      "sentence 1 ({} real tokens, {} PAD) again with 3 more PAD after it, [1, 8] -> [1, 11]: the real tokens'\n"
+      "memory moves by at most {:.1e}\n",
+      real, 8 - real, moved);
   fmt::print("\nThe weights are untrained; chapter 07 trains this encoder to translate.\n");
   return 0;
 } catch (const std::exception& e) {

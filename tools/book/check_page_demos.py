@@ -55,6 +55,9 @@ LAST_DIGIT = "last digit"
 TOLERANCES = {
     # the round-off of a position computed alone against the batch, printed to show it is round-off (below 1e-9)
     "04_feed_forward": [(re.compile(r"^each position computed alone"), ("below", 1e-9))],
+    # the real tokens' memory with more PAD after them: 0 where the GEMMs sum each row alike at both lengths,
+    # float32 round-off where a kernel's path depends on the number of rows
+    "05_encoder": [(re.compile(r"^memory moves by at most"), ("below", 1e-6))],
     # the greedy decode's log-probabilities: float32 sums in another order, one unit in the sixth decimal
     "06_decoder": [(re.compile(r".*"), LAST_DIGIT)],
     # 150 toy steps with dropout: GEMM sums in another order move the loss by up to 0.9% (step 125, measured);
