@@ -108,6 +108,37 @@ void label_smoothing_target(const sf::demo::CommonOptions& common) {
                                                "the target distribution over V = 8 classes (true class 3)"));
 }
 
+// Two Adam steps on one parameter by hand (docs/08_training.md, "Adam, two steps by hand"): p = 1, the gradients
+// 0.5 then -0.1, lr 0.1, beta1 0.9, beta2 0.999, eps 1e-8; each line's moments by the formulas beside the engine's
+// parameter after its step. The loss p * g has the gradient g.
+void adam_by_hand() {
+  const Adam::Options o{.lr = 0.1, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8};
+  sf::Tensor p = sf::from_vector(std::vector<double>{1.0}, {1}, {sf::DType::float64}).set_requires_grad();
+  Adam adam({{"p", p}}, o);
+  double value = 1.0, m = 0, v = 0;
+  fmt::print("\n== Adam, two steps by hand: p = 1, lr {}, beta1 {}, beta2 {}, eps {:g}\n", o.lr, o.beta1, o.beta2,
+             o.eps);
+  fmt::print("{:>4} {:>5} {:>9} {:>11} {:>9} {:>9} {:>9} {:>10} {:>10}\n", "step", "g", "m", "v", "m_hat", "v_hat",
+             "update", "p by hand", "Adam's p");
+  int t = 0;
+  for (const double g : {0.5, -0.1}) {
+    ++t;
+    m = o.beta1 * m + (1 - o.beta1) * g;
+    v = o.beta2 * v + (1 - o.beta2) * g * g;
+    const double m_hat = m / (1 - std::pow(o.beta1, t)), v_hat = v / (1 - std::pow(o.beta2, t));
+    const double move = o.lr * m_hat / (std::sqrt(v_hat) + o.eps);
+    value -= move;
+    adam.zero_grad();
+    sf::sum(p * g).backward();
+    adam.step();
+    fmt::print("{:>4} {:>5} {:>9.6f} {:>11.8f} {:>9.6f} {:>9.6f} {:>9.6f} {:>10.6f} {:>10.6f}\n", t, g, m, v, m_hat,
+               v_hat, move, value, p.item());
+  }
+  fmt::print(
+      "Step 1 moves p by lr whatever the gradient's size (m_hat / sqrt(v_hat) = g / |g|); step 2's gradient points\n"
+      "the other way, yet p keeps moving down: the first moment still remembers 0.5.\n");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) try {
@@ -170,6 +201,7 @@ int main(int argc, char** argv) try {
                          sf::demo::line_chart_svg(schedules, "learning rate per step", "step", "learning rate"));
   paper_schedules(common);
   label_smoothing_target(common);
+  adam_by_hand();
 
   // A checkpoint in the middle of a run: save, load into fresh objects, continue. Adam's moments and step
   // counts are in the file (optimizer.*), so the continuation is the same computation, bit for bit.
