@@ -10,8 +10,9 @@
 // `timeout` (a crash or a hang fails that exercise only), and prints a table and a total; --expect turns it
 // into a check (exit 1 unless every exercise passes / every exercise fails with NotImplemented).
 // prove is the CI's check on a --bank workspace's build: with only exercise k (and what it needs) restored, k
-// passes, and with every exercise but k restored, k fails at its stub; then every bug-bank entry in turn (tools/exercises/bank): a wrong solution
-// scores 0 with a first failure naming its mistake, an alternative solution scores full points.
+// passes, and with every exercise but k restored, k fails at its stub; then every bug-bank entry in turn
+// (tools/exercises/bank): a wrong solution scores 0 with a first failure naming its mistake, an alternative
+// solution scores full points.
 //
 // leaks exits 1, naming each file, when a workspace holds the reference body of an exercise it stubs or an
 // ALTERNATIVE body of the bank.

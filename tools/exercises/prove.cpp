@@ -52,9 +52,8 @@ int prove(const fs::path& root, const std::vector<Exercise>& all, const std::vec
   // Two grades per exercise, side by side: (a) with it and the exercises it needs (through theirs) at their
   // reference and every other a stub, it passes: its tests need nothing its `needs` leave out; (b) with every
   // other exercise at its reference and it a stub, it fails at its own stub: its tests reach its code. (b) stands
-  // for "every other exercise still fails while one is restored": a stubbed exercise that fails with all the others
-  // solved fails sooner with fewer solved, since a stub only throws. One grade of one exercise each, where grading
-  // every exercise for each one restored ran a thousand more test programs (chapter 10's stubs under mpirun).
+  // for "every other exercise still fails while one is restored" (docs/exercises.md): a stubbed exercise that
+  // fails with all the others solved fails sooner with fewer solved, since a stub only throws.
   struct Restore {
     std::string list, bodies;
     Result alone, others;

@@ -52,10 +52,10 @@ std::string where_to_write(const Exercise& ex);
 void make_workspace(const std::filesystem::path& root, const std::filesystem::path& dest, int chapter, bool bank,
                     bool marked_only, const std::vector<Exercise>& all);
 // The CI's proof. 1: with only `k` and what it needs restored, `k` passes; with every other exercise restored
-// (its body named "stub"), `k` fails at its stub. 2: each bank entry, with
-// every other exercise at its reference: a wrong one scores 0 and its first failure contains its `expect`
-// words and names no other mistake or seed; an alternative scores full points. 3: every exercise has at least
-// two wrong entries, and every mistake a graded check names is planted by an entry expecting it.
+// (`k`'s body named "stub"), `k` fails at its stub. 2: each bank entry, with every other exercise at its
+// reference: a wrong one scores 0 and its first failure contains its `expect` words and names no other mistake
+// or seed; an alternative scores full points. 3: every exercise has at least two wrong entries, and every
+// mistake a graded check names is planted by an entry expecting it.
 int prove(const std::filesystem::path& root, const std::vector<Exercise>& all,
           const std::vector<exercises::BankEntry>& bank, const Builds& build, const std::filesystem::path& table_file);
 
