@@ -55,19 +55,19 @@ int main(int argc, char** argv) try {
       encoder.parameter_count());
 
   // Padding cannot leak (docs/05_encoder.md, "Why padding cannot leak"): sentence 1 again with more PAD after it.
-  std::vector<std::int64_t> ids = src.to_vector<std::int64_t>();
-  ids.resize(8);
+  const std::int64_t S = src.size(1), extra = 3;
+  std::vector<std::int64_t> ids = sf::narrow(src, 0, 0, 1).to_vector<std::int64_t>();
   const auto real = std::count_if(ids.begin(), ids.end(), [&cfg](std::int64_t id) { return id != cfg.pad_id; });
-  ids.insert(ids.end(), 3, cfg.pad_id);
-  const sf::Tensor longer = encoder.forward(sf::from_vector(ids, {1, 11}, {sf::DType::int64})).memory;
+  ids.insert(ids.end(), extra, cfg.pad_id);
+  const sf::Tensor longer = encoder.forward(sf::from_vector(ids, {1, S + extra}, {sf::DType::int64})).memory;
   const auto a = sf::narrow(longer, 1, 0, real).to_vector<double>(),
              b = sf::narrow(sf::narrow(out.memory, 0, 0, 1), 1, 0, real).to_vector<double>();
   double moved = 0;
   for (std::size_t e = 0; e < a.size(); ++e) moved = std::max(moved, std::abs(a[e] - b[e]));
   fmt::print(
-      "sentence 1 ({} real tokens, {} PAD) again with 3 more PAD after it, [1, 8] -> [1, 11]: the real tokens'\n"
+      "sentence 1 ({} real tokens, {} PAD) again with {} more PAD after it, [1, {}] -> [1, {}]: the real tokens'\n"
       "memory moves by at most {:.1e}\n",
-      real, 8 - real, moved);
+      real, S - real, extra, S, S + extra, moved);
   fmt::print("\nThe weights are untrained; chapter 07 trains this encoder to translate.\n");
   return 0;
 } catch (const std::exception& e) {
